@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import json
 import math
@@ -22,6 +23,7 @@ from pi_lsp.context.build import build_session_context, settings_at
 from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.context.projection import ModelRef, context_settings
 from pi_lsp.server.treeview import HeldView, TreeViews
+from pi_lsp.session import migrate as migrate_module
 from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.catalog import summarize
 from pi_lsp.session.check import check_session
@@ -39,6 +41,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.ids import iso_to_ms
+from pi_lsp.session.journal import SkippedLines
 from pi_lsp.session.outline import entry_preview, nested_tree
 from pi_lsp.session.records import UnknownEntryError, decode_entry
 from pi_lsp.session.tree import SessionTree
@@ -300,6 +303,66 @@ def test_children_ordered_by_timestamp_ties_in_file_order(tmp_path: Path) -> Non
     assert ids(tree.children("r0000000")) == [
         "c4000000", "c2000000", "c3000000", "c5000000", "c1000000",
     ]
+
+
+# The files a session's file is replaced by: a version 1 one (ids made up, so read-only), and
+# one with a label, a name, a damaged line and an id-less last line (pi's leaf).
+STAMP = "2025-01-01T10:00:00.000Z"
+REPLACEMENTS = {
+    "version 1": [{"type": "session", "id": "v1", "timestamp": STAMP, "cwd": "/w"},
+                  {"type": "message", "timestamp": STAMP,
+                   "message": {"role": "user", "content": "old", "timestamp": 1}}],
+    "markers": [{**HEADER, "id": "other"}, msg("a", None),
+                {"type": "label", "id": "l", "parentId": "a", "timestamp": STAMP,
+                 "targetId": "a", "label": "kept"},
+                {"type": "session_info", "id": "n", "parentId": "l", "timestamp": STAMP,
+                 "name": "named"}, "{damaged",
+                {"type": "custom", "customType": "x", "parentId": "n", "timestamp": STAMP}],
+}
+
+
+def held_state(tree: SessionTree) -> dict[str, Any]:
+    """Everything a tree holds, its state's fields included, as comparable values; not its
+    count of reads, which differs by design (a stale reading is told by it)."""
+    def comparable(value: Any) -> Any:
+        if isinstance(value, msgspec.Raw):  # (equal only to itself)
+            return bytes(value)
+        if isinstance(value, msgspec.Struct):
+            value = msgspec.structs.asdict(value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        if isinstance(value, SkippedLines | list | tuple):
+            return [comparable(item) for item in value]
+        if isinstance(value, dict):
+            return {key: comparable(item) for key, item in value.items()}
+        return value
+    held = {name: comparable(value) for name, value in vars(tree).items()}
+    del held["_reads"]
+    return held
+
+
+@pytest.mark.parametrize("replacement", REPLACEMENTS)
+def test_a_replaced_file_read_off_the_loop_leaves_the_tree_as_a_read_on_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, replacement: str) -> None:
+    """A tree read off the event loop was handed over by copying a list of the fields a load
+    sets: one added to the load and not to the list was silently kept from the file before.
+    Whatever a read on the loop leaves, the reading taken in leaves too."""
+    # A version 1 file's ids, made up at each read, made up alike at both
+    monkeypatch.setattr(migrate_module, "new_entry_id", lambda taken: f"m{len(taken)}")
+    path = tmp_path / "s.jsonl"
+    write_session(path, [msg("x", None), msg("y", "x")])
+    on_loop, off_loop = SessionTree.open(str(path)), SessionTree.open(str(path))
+    for tree in (on_loop, off_loop):
+        tree.label_value("x"), tree.children_index(), tree.path_to("y")  # all built
+    lines = [line if isinstance(line, str) else json.dumps(line)
+             for line in REPLACEMENTS[replacement]]
+    path.write_text("".join(line + "\n" for line in lines))
+    reading = off_loop.begin_reading()
+    reading.run()  # (in a worker thread in the server)
+    assert off_loop.take_reading(reading) is not None
+    on_loop.refresh()
+    assert held_state(off_loop) == held_state(on_loop)
+    assert off_loop.records != [] and off_loop.records is not on_loop.records
 
 
 def test_building_the_children_index_sets_off_no_garbage_collection(tmp_path: Path) -> None:

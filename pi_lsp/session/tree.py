@@ -8,10 +8,11 @@ import gc
 import os
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cmp_to_key
 from heapq import merge
 from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +88,6 @@ FOLDER_LEFT = "nothing was written there, and this session's entries are kept in
 # More than this to read (a large append, a replaced file) is read off the event loop: about
 # 10 ms of parsing, where a 42 MB file read again on the loop held every request 1.1 to 2.4 s.
 BACKGROUND_READ_BYTES = 256 << 10
-# What `_load` sets: a tree read off the event loop hands these over together.
-_LOADED = ("ids_in_memory", "migrated", "header", "header_raw", "records", "by_id", "labels",
-           "label_stamps", "name", "idless_records", "idless_lines", "skipped", "leaf_id",
-           "idless_leaf", "problems", "_children", "_tail")
 UNREADABLE = (f"the entry nests more than {MAX_NESTING} levels deep or is longer than "
               f"{MAX_LINE_BYTES >> 20} MB: pi-lsp could not read it back, so it was not written")
 
@@ -226,40 +223,74 @@ def _parsed(result: TailResult, header: SessionHeader, header_raw: bytes) -> Lin
     return batch
 
 
+@dataclass(slots=True)
+class TreeState:
+    """What reading a session file makes (`SessionTree._load`) and appends keep up to date: a
+    tree read off the event loop hands its state over whole, so nothing read is left behind."""
+
+    header: SessionHeader
+    header_raw: bytes
+    records: list[Record] = field(default_factory=list)
+    # Entries with no id (or an off-type one): out of `records`, as no parentId can name
+    # them, yet lines of the session that a rewrite must keep. Those that can change only
+    # the leaf are kept as bytes (`idless_lines`), the others as records.
+    idless_records: list[Record] = field(default_factory=list)
+    idless_lines: SkippedLines = field(default_factory=SkippedLines)
+    # Lines the reader skipped: pi may read some (a `custom` entry nested too deep for
+    # pi-lsp), and after a relocation the new file is their only copy.
+    skipped: SkippedLines = field(default_factory=SkippedLines)
+    by_id: dict[str, Record] = field(default_factory=dict)
+    problems: Problems = field(default_factory=Problems)
+    labels: dict[str, Any] = field(default_factory=dict)  # as the label entries hold them
+    # The timestamp of the label entry that set each label, as it holds it (a fork keeps it)
+    label_stamps: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None
+    leaf_id: str | None = None
+    # pi's leaf when the last line has no id (leafId undefined): its context is the path
+    # up from that line, and what is appended next starts a root (leaf_id is None). None
+    # when that id is null: pi's leafId null, whose context is empty.
+    idless_leaf: Record | None = None
+    migrated: bool = False
+    # A version 1 file's ids are made up at each read: writing would name ones no later
+    # read (pi's or ours) can match, so such a session is read-only.
+    ids_in_memory: bool = False
+    children: dict[str | None, list[Record]] | None = None  # built when first asked for
+    tail: Tail | None = None  # None: not read from a file
+
+
+def _in_state(name: str) -> Any:
+    """A tree attribute kept in its `TreeState`, read and set as the tree's own."""
+    return property(attrgetter(f"state.{name}"),
+                    lambda tree, value: setattr(tree.state, name, value))
+
+
 class SessionTree(EntryAppends):
     """One session file held in memory; every write goes through the journal first."""
+
+    header: SessionHeader = _in_state("header")
+    header_raw: bytes = _in_state("header_raw")
+    records: list[Record] = _in_state("records")
+    idless_records: list[Record] = _in_state("idless_records")
+    idless_lines: SkippedLines = _in_state("idless_lines")
+    skipped: SkippedLines = _in_state("skipped")
+    by_id: dict[str, Record] = _in_state("by_id")
+    problems: Problems = _in_state("problems")
+    labels: dict[str, Any] = _in_state("labels")
+    label_stamps: dict[str, Any] = _in_state("label_stamps")
+    name: str | None = _in_state("name")
+    leaf_id: str | None = _in_state("leaf_id")
+    idless_leaf: Record | None = _in_state("idless_leaf")
+    migrated: bool = _in_state("migrated")
+    ids_in_memory: bool = _in_state("ids_in_memory")
+    _children: dict[str | None, list[Record]] | None = _in_state("children")
+    _tail: Tail | None = _in_state("tail")
 
     def __init__(self, path: str, header: SessionHeader, header_raw: bytes) -> None:
         self.path = path
         # The real folder the file is in as it is read or created: a relocation writes only
         # there, never through a symlink put in its place since (a git checkout mid-turn).
         self.folder = real_path(os.path.dirname(path))
-        self.header = header
-        self.header_raw = header_raw
-        self.records: list[Record] = []
-        # Entries with no id (or an off-type one): out of `records`, as no parentId can name
-        # them, yet lines of the session that a rewrite must keep. Those that can change only
-        # the leaf are kept as bytes (`idless_lines`), the others as records.
-        self.idless_records: list[Record] = []
-        self.idless_lines = SkippedLines()
-        # Lines the reader skipped: pi may read some (a `custom` entry nested too deep for
-        # pi-lsp), and after a relocation the new file is their only copy.
-        self.skipped = SkippedLines()
-        self.by_id: dict[str, Record] = {}
-        self.problems = Problems()
-        self.labels: dict[str, Any] = {}  # as the label entries hold them (text, or not)
-        # The timestamp of the label entry that set each label, as it holds it (a fork keeps it)
-        self.label_stamps: dict[str, Any] = {}
-        self.name: str | None = None
-        self.leaf_id: str | None = None
-        # pi's leaf when the last line has no id (leafId undefined): its context is the path
-        # up from that line, and what is appended next starts a root (leaf_id is None). None
-        # when that id is null: pi's leafId null, whose context is empty.
-        self.idless_leaf: Record | None = None
-        self.migrated = False
-        # A version 1 file's ids are made up at each read: writing would name ones no later
-        # read (pi's or ours) can match, so such a session is read-only.
-        self.ids_in_memory = False
+        self.state = TreeState(header, header_raw)
         # A deferred session is written, header and all, at its first user or assistant message
         # (pi 1.6's rule); until then its entries are only in `_unwritten` and in memory.
         self.deferred = False
@@ -267,11 +298,9 @@ class SessionTree(EntryAppends):
         # While a turn runs, entries another writer appends do not move the leaf, so the
         # turn's entries keep chaining to the turn's own last entry.
         self.hold_leaf = False
-        self._children: dict[str | None, list[Record]] | None = None
         # Bumped when records can change under a path: a reload, an id used again.
         self._epoch = 0
         self._held_path: HeldPath | None = None
-        self._tail: Tail | None = None
         self._reads = 0  # counts reads of the file: a Reading begun before another is stale
         self.listeners: list[Callable[[SessionTree, Refresh], None]] = []
 
@@ -312,17 +341,11 @@ class SessionTree(EntryAppends):
 
     def _load(self, snapshot: Snapshot) -> None:
         self._reads += 1
-        self.ids_in_memory = ids_made_up(snapshot)
-        self.migrated = migrate(snapshot)
-        self.header, self.header_raw = snapshot.header, snapshot.header_raw
-        self.records, self.by_id, self.labels, self.name = [], {}, {}, None
-        self.label_stamps = {}
-        self.idless_records, self.idless_lines = [], SkippedLines()
-        self.skipped = snapshot.skipped
-        self.leaf_id = None  # a file read again may hold none of the entries it had
-        self.idless_leaf = None
-        self.problems = snapshot.problems
-        self._children = None
+        ids_in_memory = ids_made_up(snapshot)  # before `migrate` makes them up
+        migrated = migrate(snapshot)
+        self.state = TreeState(snapshot.header, snapshot.header_raw, skipped=snapshot.skipped,
+                               problems=snapshot.problems, migrated=migrated,
+                               ids_in_memory=ids_in_memory)
         self._epoch += 1
         self._take(snapshot.records, snapshot.idless)
         self._tail = Tail.after(self.path, snapshot)
@@ -343,7 +366,8 @@ class SessionTree(EntryAppends):
         """Index `records`; the problems found, in line order (capped: 2M id-less entries would
         each hold one)."""
         found = Problems()
-        by_id = self.by_id
+        state = self.state  # its fields, not the tree's properties: once per entry
+        by_id, indexed = state.by_id, state.records
         held = self._held_path
         # The parent the kept path's top names, missing when the path was walked.
         above_held = held.records[0].env.parent_id if held and held.records else None
@@ -362,16 +386,16 @@ class SessionTree(EntryAppends):
             elif entry_id == above_held:
                 self._epoch += 1  # the kept path goes on up through it now
             by_id[entry_id] = record
-            if self._children is not None:
-                self._index(self._children, record, replaced)
-            self.records.append(record)
+            if state.children is not None:
+                self._index(state.children, record, replaced)
+            indexed.append(record)
             # pi's leaf is the last entry, whatever its type (a leaf move included).
-            self.leaf_id = entry_id
+            state.leaf_id = entry_id
             kind = record.env.type
             if kind == "label" or kind == "session_info":
                 self._apply_marker(record)
         if records and records[-1].env.id is not None:
-            self.idless_leaf = None
+            state.idless_leaf = None
         return found
 
     def _take_idless(self, record: Record) -> None:
@@ -466,8 +490,7 @@ class SessionTree(EntryAppends):
         if reading.fresh is None:
             self._tail = reading.tail
             return self._notify(self._take_appended(reading.appended))
-        for name in _LOADED:
-            setattr(self, name, getattr(reading.fresh, name))
+        self.state = reading.fresh.state
         self._epoch += 1
         return self._notify(Refresh(len(self.records), True))
 
