@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gc
 import os
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator
@@ -26,6 +25,7 @@ from pi_lsp.session.appender import (
     create_with_lines,
 )
 from pi_lsp.session.appends import EntryAppends
+from pi_lsp.session.collector import collector_paused
 from pi_lsp.session.entries import (
     Entry,
     LabelEntry,
@@ -160,19 +160,6 @@ def _remove(index: dict[str | None, list[Record]], key: str | None, record: Reco
         del index[key]
     elif key is not None and (_unreadable(record) or any(map(_unreadable, siblings))):
         order_children(siblings)  # pi sorts what is left afresh: the rest may move
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off: a list per entry (100k) would set it off again and
-    again to walk lists that hold no cycle (a third of building the index)."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 @dataclass(slots=True)
@@ -714,7 +701,7 @@ class SessionTree(EntryAppends):
         if self._children is None:
             index: dict[str | None, list[Record]] = {}
             by_id = self.by_id
-            with _collector_paused():
+            with collector_paused():  # a list per entry: a third of the build
                 for record in by_id.values():  # `parent_key` inline: 100k entries
                     parent = record.env.parent_id
                     key = parent if parent in by_id and parent != record.env.id else None
