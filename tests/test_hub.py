@@ -26,8 +26,9 @@ from pi_lsp.server.config import Config
 from pi_lsp.server.editor import PromptAttachments
 from pi_lsp.server.hub import NotASessionFileError, SessionHub, UnknownSessionError
 from pi_lsp.server.open_session import OpenSession
-from pi_lsp.server.protocol import PreviewArgs, PromptArgs
+from pi_lsp.server.protocol import PreviewArgs, PromptArgs, TreeArgs
 from pi_lsp.server.tasks import Tasks
+from pi_lsp.server.treeview import TreeView, TreeViews
 from pi_lsp.server.turns import Runs
 from pi_lsp.session import tree as tree_module
 from pi_lsp.session.catalog import ForeignSessionError, SessionDirError
@@ -727,3 +728,81 @@ async def test_a_large_file_read_again_as_its_unterminated_last_line_ran_on_is_r
     assert [record.raw for record in session.tree.records] == as_read_now(path)
     assert [(c.added, c.reloaded) for c in changes] == [(LARGE - 1, True)] and \
         gate.loop_reads == 1  # the catch-up after it, with nothing left to read
+
+
+# -- a large tree's view built off the event loop ------------------------------------------
+
+
+class GatedViews:
+    """Views built in a worker thread (a large tree's, built anew) held there until `release`
+    is set; those built on the loop go on at once."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        view = TreeViews.view
+
+        def gated(views: TreeViews, *args: Any, **kwargs: Any) -> TreeView:
+            if threading.current_thread() is not threading.main_thread():
+                self.entered.set()
+                self.release.wait(CEILING_S)
+            return view(views, *args, **kwargs)
+        monkeypatch.setattr(TreeViews, "view", gated)
+
+
+async def test_a_request_is_answered_while_a_large_sessions_first_view_is_built(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first getTree of a 1,000,000-entry session held the event loop 2.9 s while its view
+    was built (its file read in a worker thread since): every other request waited. The view
+    is built in a worker thread: a request to another session is answered meanwhile, a
+    command on this one waits (its tree must not change under the worker), and what the
+    watcher saw meanwhile is taken in after."""
+    large = path.with_name("large.jsonl")
+    count = hub_module.BACKGROUND_VIEW_ENTRIES + 1
+    large.write_bytes(b"".join([path.read_bytes().splitlines(True)[0],
+                                *entries(count, "e")]))
+    hub = SessionHub([tmp_path], Config())
+
+    async def open_tree(uri: str) -> Path:
+        opened = large if uri == large.as_uri() else path
+        await hub.load(opened)
+        return opened
+
+    server = cast(Any, SimpleNamespace(hub=hub, open_tree=open_tree))
+    gate = GatedViews(monkeypatch)
+    first = asyncio.create_task(sessions.get_tree(server, TreeArgs(large.as_uri(), limit=300)))
+    await until(gate.entered.is_set, "the large tree's view to be built in a worker thread")
+    other = await sessions.get_tree(server, TreeArgs(path.as_uri(), limit=300))
+    assert other.nodes  # answered while the large view is being built
+    changes: list[Refresh] = []
+    hub.listeners.append(lambda _path, _tree, change: changes.append(change))
+    append_lines_to(large, entries(1, "late"))
+    hub.file_changed(large)  # the watcher's word meanwhile
+    command = asyncio.create_task(open_tree(large.as_uri()))  # as every command opens it
+    await asyncio.sleep(0)  # one loop turn: the command runs up to its wait
+    assert not command.done() and changes == []
+    gate.release.set()
+    view = await first
+    assert view.entries == count and view.nodes[-1].id == f"e{count - 1}"
+    await command
+    assert hub.held(large).tree.leaf_id == "late0"
+    assert [(c.added, c.reloaded) for c in changes] == [(1, False)]
+
+
+async def test_a_session_opened_again_while_its_old_view_is_built_waits_for_none(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session dropped while its view is built and opened again is a tree of its own: a
+    command on it does not wait for the old tree's view."""
+    large = path.with_name("large.jsonl")
+    large.write_bytes(b"".join([path.read_bytes().splitlines(True)[0],
+                                *entries(hub_module.BACKGROUND_VIEW_ENTRIES + 1, "e")]))
+    hub = SessionHub([tmp_path], Config())
+    gate = GatedViews(monkeypatch)
+    first = asyncio.create_task(hub.view(large, limit=300))
+    await until(gate.entered.is_set, "the large tree's view to be built in a worker thread")
+    hub.forget(large)  # (as when it is closed as unused)
+    session = await hub.load(large)
+    command = asyncio.create_task(hub.load(large))
+    await until(command.done, "a command on the session opened again")
+    assert command.result() is session and not first.done()
+    gate.release.set()
+    await first

@@ -66,6 +66,9 @@ StampedAgent = tuple[SettingsStamp, AgentSetup]
 MAX_PREVIEWS = 8
 MAX_PREVIEW_BYTES = 64 << 20
 MAX_OPEN_TREES = 8
+# A tree of more entries has a view built anew (its first getTree, one after a reload) in a
+# worker thread: folding takes about 3 µs an entry, 3 s of the event loop for a million.
+BACKGROUND_VIEW_ENTRIES = 20_000
 
 
 class UnknownSessionError(Exception):
@@ -99,6 +102,9 @@ class SessionHub(Workspace):
         self._loading: dict[Path, asyncio.Task[OpenSession]] = {}  # files being read, by path
         # Open sessions whose file changed a lot, being read again off the event loop.
         self._reading: dict[Path, asyncio.Task[None]] = {}
+        # Open sessions whose view is being built off the event loop: their trees stay as they
+        # are until it is, so commands on them wait (`load`) and the watcher's word is kept.
+        self._building: dict[Path, asyncio.Task[TreeView]] = {}
         self.listeners: list[ChangeListener] = []
         self.index = SessionIndex()
         self.views = TreeViews()
@@ -141,8 +147,12 @@ class SessionHub(Workspace):
         key = self.confine(path)
         session = self.open.get(key)
         if session is not None:
-            await self._read_changes(key, path, session)
-            if self.open.get(key) is session:
+            building = self._building.get(key)
+            if building is not None:  # its tree must not change under the worker
+                await asyncio.wait([building])  # (its failure is its getTree's to report)
+            else:
+                await self._read_changes(key, path, session)
+            if self.open.get(key) is session and key not in self._building:
                 return session
             return await self.load(path)  # dropped as it was read: opened anew, off the loop
         loading = self._loading.get(key)
@@ -240,6 +250,7 @@ class SessionHub(Workspace):
         """Everything held for one session: its tree, idle harness and cached answers."""
         self.open.pop(key, None)
         self._reading.pop(key, None)  # its reader stops; the session opened next gets its own
+        self._building.pop(key, None)  # the session opened next waits for no view of this one
         self._previews.drop_where(lambda cached: cached[0] == key)
 
     def _keep(self, tree: SessionTree) -> OpenSession:
@@ -271,8 +282,8 @@ class SessionHub(Workspace):
             return
         key = real_path(path)
         session = self.open.get(key)
-        if session is None or key in self._reading:  # a reader in flight looks again after
-            return
+        if session is None or key in self._reading or key in self._building:
+            return  # a reader or builder in flight looks again after
         if session.tree.read_in_background():
             self._start_reading(key, path, session)
             return
@@ -426,6 +437,36 @@ class SessionHub(Workspace):
         folded to the current path's last `limit` rows and the branches off them when given."""
         session = self.sync(path)
         return self.views.view(session.view, session.tree, bookkeeping, limit)
+
+    async def view(self, path: Path, bookkeeping: bool = False, limit: int | None = None
+                   ) -> TreeView:
+        """`tree_view`, a large tree's view built anew in a worker thread: other requests are
+        answered meanwhile. A busy session's is built on the loop: its turn cannot wait."""
+        key = self.confine(path)
+        session = await self.load(path)
+        while key in self._reading:  # begun since: what it read is taken in on the loop
+            session = await self.load(path)
+        session = self.sync(path)
+        tree = session.tree
+        if session.busy or len(tree.records) <= BACKGROUND_VIEW_ENTRIES or \
+                self.views.current(session.view, tree, bookkeeping, limit):
+            return self.views.view(session.view, tree, bookkeeping, limit)
+        building = self._building[key] = self.tasks.start(
+            self._build_off_loop(key, session, bookkeeping, limit), f"draw {path}")
+        return await asyncio.shield(building)  # a caller cancelled leaves it to finish
+
+    async def _build_off_loop(self, key: Path, session: OpenSession, bookkeeping: bool,
+                              limit: int | None) -> TreeView:
+        """The session's view, built in a worker thread; then what the watcher saw meanwhile
+        is taken in (editors are sent the change, as after any view)."""
+        try:
+            return await asyncio.to_thread(self.views.view, session.view, session.tree,
+                                           bookkeeping, limit)
+        finally:
+            if self._building.get(key) is asyncio.current_task():  # not a later session's
+                del self._building[key]
+            if self.open.get(key) is session:
+                self.file_changed(key)
 
     def rows_under(self, path: Path, under: str, start: int, limit: int,
                    bookkeeping: bool = False) -> RowsUnder:

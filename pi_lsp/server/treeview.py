@@ -141,8 +141,7 @@ class TreeViews:
 
     def view(self, held: HeldView, tree: SessionTree, bookkeeping: bool = False,
              limit: int | None = None) -> TreeView:
-        state = (id(tree.records), len(tree.records), tree.leaf_id, bookkeeping, limit,
-                 path_end(tree))
+        state = _state(tree, bookkeeping, limit)
         if held.view is not None and held.state == state:
             return held.view
         grown = self._grown(held, tree, bookkeeping, limit)
@@ -152,6 +151,12 @@ class TreeViews:
                                 _kept_cut(held, tree) if same_kind else None)
         held.state, held.view = state, grown
         return held.view
+
+    @staticmethod
+    def current(held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None
+                ) -> bool:
+        """Whether the view held is the one asked for of the tree as it is: nothing to build."""
+        return held.view is not None and held.state == _state(tree, bookkeeping, limit)
 
     def delta(self, held: HeldView, tree: SessionTree) -> TreeDelta | None:
         """The change to the view last built (of its kind and length) since; None when there
@@ -273,6 +278,11 @@ class TreeViews:
         return TreeView(next(self._versions), tree.shown_leaf(),
                         shown_entry(tree, tree.leaf_id, bookkeeping), tree_title(tree),
                         len(tree.records), nodes, folded.earlier)
+
+
+def _state(tree: SessionTree, bookkeeping: bool, limit: int | None) -> State:
+    return (id(tree.records), len(tree.records), tree.leaf_id, bookkeeping, limit,
+            path_end(tree))
 
 
 def _kept_cut(held: HeldView, tree: SessionTree) -> str | None:

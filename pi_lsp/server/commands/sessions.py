@@ -63,7 +63,7 @@ async def get_tree(ls: PiServer, args: TreeArgs) -> Any:
     if args.after is not None:
         return ls.hub.branches_after(path, args.after, args.start,
                                      args.limit or ROWS_UNDER_PAGE, args.bookkeeping)
-    return ls.hub.tree_view(path, args.bookkeeping, args.limit)
+    return await ls.hub.view(path, args.bookkeeping, args.limit)
 
 
 async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
