@@ -316,12 +316,12 @@ def test_a_new_session_is_written_at_its_first_user_message(tmp_path: Path) -> N
     assert path.read_bytes().count(b'"type":"session"') == 1  # the header is written once
 
 
-def test_the_hub_holds_a_new_session_until_its_first_prompt(tmp_path: Path) -> None:
+async def test_the_hub_holds_a_new_session_until_its_first_prompt(tmp_path: Path) -> None:
     hub = SessionHub([tmp_path], Config())
     path = hub.new_session("scratch")
     assert not path.exists()
     assert hub.sync(path).tree.name == "scratch"
-    assert [n.type for n in hub.tree_view(path).nodes] == [
+    assert [n.type for n in (await hub.view(path)).nodes] == [
         "model_change", "thinking_level_change", "session_info"]
     assert hub.preview(path, None, "agent").messages == []
     listed = {Path(s.path): s for s in hub.list_sessions()}

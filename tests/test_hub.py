@@ -541,7 +541,7 @@ async def held_session(tmp_path: Path, path: Path) -> tuple[SessionHub, OpenSess
                                                              list[Refresh]]:
     hub = SessionHub([tmp_path], Config())
     session = await hub.load(path)
-    hub.tree_view(path, limit=300)
+    await hub.view(path, limit=300)
     changes: list[Refresh] = []
     hub.listeners.append(lambda _path, _tree, change: changes.append(change))
     return hub, session, changes
@@ -560,8 +560,8 @@ async def test_a_request_is_answered_while_a_large_replaced_file_is_read_again(
     await until(gate.entered.is_set, "the file to be read in a worker thread")
     reading = hub._reading[path.resolve()]
     assert reading in hub.tasks._running  # owned: shutdown awaits or cancels it
-    view = hub.tree_view(path, limit=300)  # a request meanwhile, answered from the loop
-    assert [record.raw for record in session.tree.records] == old and view.nodes
+    preview = hub.preview(path, None, "agent")  # a request meanwhile, answered from the loop
+    assert [record.raw for record in session.tree.records] == old and preview.messages
     hub.file_changed(path)  # a second word while it reads: no second reader
     assert gate.runs == 1 and gate.loop_reads == 0
     gate.start.set()
@@ -806,3 +806,26 @@ async def test_a_session_opened_again_while_its_old_view_is_built_waits_for_none
     assert command.result() is session and not first.done()
     gate.release.set()
     await first
+
+
+async def test_a_preview_while_a_large_view_is_built_leaves_the_tree_to_the_builder(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests answered from the tree held (a preview, a check) bring it up to date with the
+    disk first; while a worker builds its view that would change the tree under the worker
+    (appended lines, the CLI writing as the editor opens the session). They answer from the
+    tree as it is; the builder takes in the change when done."""
+    large = path.with_name("large.jsonl")
+    count = hub_module.BACKGROUND_VIEW_ENTRIES + 1
+    large.write_bytes(b"".join([path.read_bytes().splitlines(True)[0],
+                                *entries(count, "e")]))
+    hub = SessionHub([tmp_path], Config())
+    gate = GatedViews(monkeypatch)
+    first = asyncio.create_task(hub.view(large, limit=300))
+    await until(gate.entered.is_set, "the large tree's view to be built in a worker thread")
+    append_lines_to(large, entries(1, "late"))
+    tree = hub.held(large).tree
+    assert hub.check(large) == [] and hub.outline(large, None, "agent") is not None
+    assert len(tree.records) == count  # the worker's tree did not change under it
+    gate.release.set()
+    await first
+    assert tree.leaf_id == "late0" and len(tree.records) == count + 1

@@ -110,13 +110,13 @@ def test_preview_cache_is_bounded_by_size(hub: SessionHub,
     assert len(hub._previews) == 0
 
 
-def test_a_deleted_session_leaves_nothing_behind(hub: SessionHub) -> None:
+async def test_a_deleted_session_leaves_nothing_behind(hub: SessionHub) -> None:
     path = sessions_dir(hub) / "a.jsonl"
     other = sessions_dir(hub) / "b.jsonl"
     ids = make_chain(path, 3)
     make_chain(other, 2)
-    hub.tree_view(path)
-    hub.tree_view(other)
+    await hub.view(path)
+    await hub.view(other)
     hub.preview(path, ids[0], "agent")
     hub.preview(other, None, "llm")
     hub.harness(path)
@@ -128,10 +128,10 @@ def test_a_deleted_session_leaves_nothing_behind(hub: SessionHub) -> None:
     assert other.resolve() in hub.open and len(hub._previews) == 1
 
 
-def test_dropping_a_session_clears_what_the_server_held_for_it(hub: SessionHub) -> None:
+async def test_dropping_a_session_clears_what_the_server_held_for_it(hub: SessionHub) -> None:
     path = sessions_dir(hub) / "a.jsonl"
     make_chain(path, 2)
-    hub.tree_view(path)
+    await hub.view(path)
     hub.harness(path)
     session = hub.claim_turn(path)
     session.allowed_tools.add("bash")
@@ -169,14 +169,14 @@ def test_a_deleted_session_never_opened_here_is_dropped_from_the_caches(hub: Ses
     assert len(hub._previews) == 0
 
 
-def test_open_trees_are_bounded_but_a_running_one_stays(hub: SessionHub) -> None:
+async def test_open_trees_are_bounded_but_a_running_one_stays(hub: SessionHub) -> None:
     paths = [sessions_dir(hub) / f"s{i}.jsonl" for i in range(hub_module.MAX_OPEN_TREES + 4)]
     for path in paths:
         make_chain(path, 2)
     busy = hub.harness(paths[0])
     busy.phase = "turn"  # as during a turn
     for path in paths[1:]:
-        hub.tree_view(path)
+        await hub.view(path)
     assert len(hub.open) == hub_module.MAX_OPEN_TREES
     assert paths[0].resolve() in hub.open and hub.open[paths[0].resolve()].harness is busy
     assert paths[1].resolve() not in hub.open  # the least recently used idle one went

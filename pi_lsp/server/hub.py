@@ -132,8 +132,8 @@ class SessionHub(Workspace):
             self._close_unused_sessions()
         else:
             self.open.move_to_end(key)
-            if key in self._reading:  # its reader takes in the change: the held state stands
-                return session
+            if key in self._reading or key in self._building:  # the tree is a worker's:
+                return session  # it takes in the change after, and the held state stands
             try:
                 self._catch_up(session.tree, path)
             except UnknownSessionError:  # gone, or no longer a session: nothing to hold
@@ -431,17 +431,12 @@ class SessionHub(Workspace):
             tree.append_session_info(name)
         return Path(tree.path)
 
-    def tree_view(self, path: Path, bookkeeping: bool = False, limit: int | None = None
-                  ) -> TreeView:
-        """The rows an editor draws, in order (`session/layout.py`), with what each row says;
-        folded to the current path's last `limit` rows and the branches off them when given."""
-        session = self.sync(path)
-        return self.views.view(session.view, session.tree, bookkeeping, limit)
-
     async def view(self, path: Path, bookkeeping: bool = False, limit: int | None = None
                    ) -> TreeView:
-        """`tree_view`, a large tree's view built anew in a worker thread: other requests are
-        answered meanwhile. A busy session's is built on the loop: its turn cannot wait."""
+        """The rows an editor draws, in order (`session/layout.py`), with what each row says;
+        folded to the current path's last `limit` rows and the branches off them when given.
+        A large tree's view built anew is built in a worker thread: other requests are answered
+        meanwhile. A busy session's is built on the loop: its turn cannot wait."""
         key = self.confine(path)
         session = await self.load(path)
         while key in self._reading:  # begun since: what it read is taken in on the loop
