@@ -26,6 +26,7 @@ from pi_lsp.regular import read_regular
 from pi_lsp.server import editor as editor_module
 from pi_lsp.server.editor import EditorFiles, attachment
 from pi_lsp.server.protocol import ContextArg
+from pi_lsp.server.server import PiServer, did_close, did_save
 from pi_lsp.session.entries import TextContent
 from pi_lsp.session.tree import SessionTree
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
@@ -446,6 +447,70 @@ async def test_a_write_keeps_a_key_the_loop_took_before_the_write_began(
     assert result.is_error
 
 
+def saved_and_closed(files: EditorFiles, document: TextDocument) -> None:
+    """The user saved the document and closed it: the editor writes its text, then sends
+    didSave and didClose, which the server's handlers take as they come."""
+    server = cast(PiServer, SimpleNamespace(files=files))
+    identifier = types.TextDocumentIdentifier(document.uri)
+    Path(document.path).write_bytes(document.source.encode())
+    did_save(server, types.DidSaveTextDocumentParams(identifier))
+    del files.server.workspace.text_documents[document.uri]  # as pygls drops it first
+    did_close(server, types.DidCloseTextDocumentParams(identifier))
+
+
+@pytest.mark.parametrize("tool,args", [
+    (EDIT, {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}),
+    (WRITE, {"path": "a.txt", "content": "1\ntwo\n"})], ids=["edit", "write"])
+async def test_a_write_keeps_a_key_typed_saved_and_closed_before_the_write_began(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: tools.Tool, args: dict[str, Any]
+        ) -> None:
+    """A key typed, the file saved and closed (didChange, didSave, didClose), all in the loop
+    turn between the tools' check of the buffer (`_unchanged`) and write_text's first step: no
+    document was left, so the plan's text went to the disk over the text saved, key and all.
+    The disk write tells its file still holds the text planned from, or writes nothing."""
+    path = tmp_path / "a.txt"
+    path.write_text("one\ntwo\n")
+    document = TextDocument(path.as_uri(), "one\ntwo\nx", version=1)
+    files = applying_editor(document)
+    files.synced(document.uri)
+    await files.settle()
+    real_unchanged = tools._unchanged
+
+    def unchanged(*told: Any) -> bool:
+        # the three messages reach the loop as the buffer is told unchanged: they run next
+        loop = asyncio.get_running_loop()
+        loop.call_soon(typed, files, document, "one\ntwo\nxy")
+        loop.call_soon(saved_and_closed, files, document)
+        return real_unchanged(*told)
+    monkeypatch.setattr(tools, "_unchanged", unchanged)
+    result = await execute_tool(tool, tool.name, args, ToolContext(tmp_path, files=files))
+    assert files.document(path) is None
+    assert path.read_text() == "one\ntwo\nxy"
+    assert [block.text for block in result.content if isinstance(block, TextContent)] == [
+        f"{path} changed on disk since it was read; nothing was written. Read it again."]
+    assert result.is_error
+
+
+async def test_an_editor_that_cannot_apply_edits_has_the_disk_written_under_its_buffer(
+        tmp_path: Path) -> None:
+    """Without `workspace/applyEdit` an edit planned from an unsaved buffer is written on disk,
+    which holds another text (the last save): the disk's check of the text planned from is the
+    buffer's to make, and the buffer, which this editor keeps, holds what was typed."""
+    path = tmp_path / "a.txt"
+    path.write_text("one\ntwo\n")
+    document = TextDocument(path.as_uri(), "one\ntwo\nx", version=1)
+    files = EditorFiles(cast(LanguageServer, SimpleNamespace(
+        workspace=SimpleNamespace(text_documents={document.uri: document}),
+        client_capabilities=SimpleNamespace(workspace=None))))
+    files.synced(document.uri)
+    await files.settle()
+    args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
+    result = await execute_tool(EDIT, "edit", args, ToolContext(tmp_path, files=files))
+    assert not result.is_error
+    assert path.read_text() == "1\ntwo\nx"
+    assert document.source == "one\ntwo\nx"
+
+
 async def test_typing_in_an_open_file_compares_it_with_its_file_off_the_loop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each didOpen, and each didChange keeping the file's size, compared the document with its
@@ -691,7 +756,8 @@ class MemoryFiles:
     def buffer_text(self, path: Path) -> str | None:
         return self.files.get(path)  # as an open buffer not saved: the disk is never read
 
-    async def write_text(self, path: Path, text: str, old: str | None) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None,
+                         seen: tuple[int, ...] | None = None) -> None:
         self.files[path] = text
 
 

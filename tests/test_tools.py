@@ -740,10 +740,11 @@ class SwappingFiles(DiskFiles):
     def __init__(self, target: Path) -> None:
         self.target = target
 
-    async def write_text(self, path: Path, text: str, old: str | None) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None,
+                         seen: tuple[int, ...] | None = None) -> None:
         path.unlink()
         path.symlink_to(self.target)
-        await super().write_text(path, text, old)
+        await super().write_text(path, text, old, seen)
 
 
 async def test_a_write_never_follows_a_symlink_put_there_after_the_check(root: Path) -> None:
@@ -766,10 +767,11 @@ class FolderSwappingFiles(DiskFiles):
     def __init__(self, target: Path) -> None:
         self.target = target
 
-    async def write_text(self, path: Path, text: str, old: str | None) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None,
+                         seen: tuple[int, ...] | None = None) -> None:
         shutil.rmtree(path.parent)
         path.parent.symlink_to(self.target, target_is_directory=True)
-        await super().write_text(path, text, old)
+        await super().write_text(path, text, old, seen)
 
 
 async def test_a_write_never_follows_a_folder_made_a_symlink_after_the_check(root: Path) -> None:
@@ -795,10 +797,11 @@ class AncestorSwappingFiles(DiskFiles):
     def __init__(self, swapped: Path, target: Path) -> None:
         self.swapped, self.target = swapped, target
 
-    async def write_text(self, path: Path, text: str, old: str | None) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None,
+                         seen: tuple[int, ...] | None = None) -> None:
         shutil.rmtree(self.swapped)
         self.swapped.symlink_to(self.target, target_is_directory=True)
-        await super().write_text(path, text, old)
+        await super().write_text(path, text, old, seen)
 
 
 async def test_a_write_makes_no_folder_where_a_folder_made_a_symlink_leads(root: Path
@@ -1543,7 +1546,8 @@ class HeldWrites(tools.DiskFiles):
     def __init__(self) -> None:
         self.started, self.released = asyncio.Event(), asyncio.Event()
 
-    async def write_text(self, path: Path, text: str, old: str | None) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None,
+                         seen: tuple[int, ...] | None = None) -> None:
         self.started.set()
         await self.released.wait()
 
@@ -2543,7 +2547,8 @@ class TypedBuffers(LoopOnlyFiles):
     def buffer_text(self, path: Path) -> str | None:
         return self.read_text(path)  # each buffer has changes not saved: none is on disk
 
-    async def write_text(self, path: Path, text: str, old: str | None) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None,
+                         seen: tuple[int, ...] | None = None) -> None:
         self.texts[path] = text
 
 
@@ -2674,6 +2679,71 @@ async def test_a_write_worked_out_while_the_user_types_writes_nothing(
     assert text_of(result) == ("a.txt changed while the write waited for approval; nothing "
                                "was written. Read it again.")
     assert buffers.texts[path] == "one\ntwo typed\n"
+
+
+EDIT_ONE = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
+BOM_CRLF_BAD = b"\xef\xbb\xbfone\r\n\xff\n"  # a BOM, CRLF line ends, a byte not UTF-8
+
+
+def changed_once_told_unchanged(monkeypatch: pytest.MonkeyPatch, path: Path,
+                                meanwhile: bytes | None) -> None:
+    """Make `path` hold `meanwhile` (None: deleted) in the loop turn after the tools tell it
+    unchanged (`_unchanged`), before the write's first step: as another program may."""
+    real_unchanged = tools._unchanged
+
+    def change() -> None:
+        if meanwhile is None:
+            path.unlink()
+        else:
+            path.write_bytes(meanwhile)
+
+    def unchanged(*told: Any) -> bool:
+        asyncio.get_running_loop().call_soon(change)
+        return real_unchanged(*told)
+    monkeypatch.setattr(tools, "_unchanged", unchanged)
+
+
+@pytest.mark.parametrize("tool,args,before,meanwhile", [
+    (EDIT, EDIT_ONE, b"one\n", b"one\ntwo\n"),
+    (WRITE, {"path": "a.txt", "content": "W\n"}, b"one\n", b"one\ntwo\n"),
+    (EDIT, EDIT_ONE, b"one\n", None),
+    (WRITE, {"path": "a.txt", "content": "W\n"}, b"one\n", None),
+    (WRITE, {"path": "a.txt", "content": "W\n"}, None, b"theirs\n"),
+    (EDIT, EDIT_ONE, BOM_CRLF_BAD, BOM_CRLF_BAD + b"two\r\n"),
+], ids=["edit, changed", "write, changed", "edit, deleted", "write, deleted", "write, made",
+        "edit, BOM, CRLF, not UTF-8"])
+async def test_a_write_keeps_what_another_program_wrote_after_the_file_was_told_unchanged(
+        root: Path, monkeypatch: pytest.MonkeyPatch, tool: Tool, args: dict[str, Any],
+        before: bytes | None, meanwhile: bytes | None) -> None:
+    """A file no editor has open, changed on disk (another program, or the user in another
+    editor) after the tools told it unchanged on the loop and before the write's thread ran:
+    the plan's text went over it, worked out from the text before. The write tells the disk
+    still holds the text planned from, or writes nothing (a file deleted or made since too)."""
+    path = root / "a.txt"
+    if before is not None:
+        path.write_bytes(before)
+    changed_once_told_unchanged(monkeypatch, path, meanwhile)
+    result = await execute_tool(tool, tool.name, args, ToolContext(root))
+    assert text_of(result) == (f"{path} changed on disk since it was read; nothing was "
+                               "written. Read it again.")
+    assert result.is_error
+    assert (path.read_bytes() if path.exists() else None) == meanwhile
+
+
+@pytest.mark.parametrize("settled", [True, False], ids=["changed long ago", "just written"])
+async def test_a_file_saved_again_unchanged_after_it_was_told_unchanged_is_written(
+        root: Path, monkeypatch: pytest.MonkeyPatch, settled: bool) -> None:
+    """The disk's check of the text planned from reads the file as the edit did: its BOM, CRLF
+    line ends and bytes that are not UTF-8 (U+FFFD, written back so, as pi does) are the same
+    text. (A file whose stat is still the one read, long after it changed, is not read again:
+    test_a_write_reads_the_file_it_overwrites_off_the_loop counts the reads.)"""
+    monkeypatch.setattr(tools, "settled", lambda _info: settled)
+    path = root / "a.txt"
+    path.write_bytes(BOM_CRLF_BAD)
+    changed_once_told_unchanged(monkeypatch, path, BOM_CRLF_BAD)
+    result = await execute_tool(EDIT, "edit", EDIT_ONE, ToolContext(root))
+    assert text_of(result) == "Successfully replaced 1 block(s) in a.txt."
+    assert path.read_bytes() == b"\xef\xbb\xbf1\r\n\xef\xbf\xbd\n"
 
 
 def editor_with(path: Path, text: str) -> tuple[EditorFiles, TextDocument]:

@@ -129,9 +129,11 @@ class FileAccess(Protocol):
         disk has its text (it is not open, or saved), which is not read here."""
         ...
 
-    async def write_text(self, path: Path, text: str, old: str | None) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None,
+                         seen: tuple[int, ...] | None = None) -> None:
         """Write `text` over `old`, the file's text it was worked out from (None: no file);
-        a ToolError, nothing written, where an editor's buffer holds another text by then."""
+        a ToolError, nothing written, where the buffer or the disk holds another text by then.
+        `seen`: a stat at which the disk held `old` (`disk_holds`), if one is known."""
         ...
 
     async def delete_in_editor(self, path: Path, old: str | None) -> None:
@@ -165,11 +167,13 @@ class DiskFiles:
     def buffer_text(self, path: Path) -> str | None:
         return None
 
-    async def write_text(self, path: Path, text: str, old: str | None) -> None:
-        # The caller told the disk holds `old` on the loop (`_unchanged`): no buffer to check.
-        # Encoded in the thread too (100 MB: 0.06 s), before the file is truncated: a failure
-        # loses nothing.
-        await asyncio.to_thread(lambda: write_regular(path, well_formed(text).encode()))
+    async def write_text(self, path: Path, text: str, old: str | None,
+                         seen: tuple[int, ...] | None = None) -> None:
+        # The disk is told to hold `old` in the thread, just before the write: the caller's
+        # check on the loop (`_unchanged`) is a loop turn or more before, and an editor's save
+        # or another program's write may come between. Encoded in the thread too (100 MB:
+        # 0.06 s), before the file is truncated: a failure loses nothing.
+        await asyncio.to_thread(write_over, path, text, old, seen)
 
     async def delete_in_editor(self, path: Path, old: str | None) -> None:
         return None
@@ -186,6 +190,43 @@ def well_formed(text: str) -> str:
     if text.isascii() or SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def write_over(path: Path, text: str, old: str | None, seen: tuple[int, ...] | None) -> None:
+    """Write `text` to the file at `path` if it still holds `old`; else a ToolError, nothing
+    written."""
+    data = well_formed(text).encode()
+    if not disk_holds(path, old, seen):
+        raise ToolError(f"{path} changed on disk since it was read; nothing was written. Read "
+                        "it again.")
+    write_regular(path, data)
+
+
+def disk_holds(path: Path, old: str | None, seen: tuple[int, ...] | None) -> bool:
+    """Whether the file at `path` still holds `old` (None: there is none), as `edit` reads it:
+    told by its stat where it is `seen`, one at which it did, else read. What is no regular
+    file counts as holding it: write_regular refuses it in Node's words."""
+    try:
+        info = _unfollowed_stat(path)
+    except FileNotFoundError:
+        return old is None
+    except OSError:  # (EACCES; a file, or a symlink, put on its path) the write fails as pi's
+        return True
+    if not stat.S_ISREG(info.st_mode) or stat_key(info) == seen:
+        return True
+    try:
+        return old is not None and _disk_text_of(path)[0] == old
+    except OSError:  # unreadable now (mode 0222) and not as it was `seen`: changed
+        return False
+
+
+def _unfollowed_stat(path: Path) -> os.stat_result:
+    """The stat of `path` reached as write_regular reaches it, following no symlink."""
+    folder = open_folder(path.parent)
+    try:
+        return os.stat(path.name, dir_fd=folder, follow_symlinks=False)
+    finally:
+        os.close(folder)
 
 
 def write_regular(path: Path, data: bytes) -> None:
@@ -856,10 +897,11 @@ def _check_approved(change: Proposal, name: str, args: dict[str, Any], ctx: Tool
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     change, on_disk = await off_loop(functools.partial(_proposed_and_read, args), ctx)
     if not _unchanged(change, on_disk, ctx):
-        change = propose_write(args, ctx)  # as for an edit: nothing changes until the write
+        # as for an edit: nothing changes until the write
+        change, on_disk = propose_write(args, ctx), None
     _check_approved(change, "write", args, ctx)
     raw = tool_arguments("write", args)["path"]
-    return await _written(change, ctx, ctx.given(raw), text_result(
+    return await _written(change, _seen(change, on_disk), ctx, ctx.given(raw), text_result(
         f"Successfully wrote to {raw}"))
 
 
@@ -869,8 +911,8 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if not _unchanged(change, on_disk, ctx):
         # The user typed (a didChange) while the worker planned: the plan would write over
         # the newer text. Planned again on the loop, where nothing changes until the write.
-        change, raw, result = _edited(args, ctx)
-    return await _written(change, ctx, ctx.given(raw), result)
+        (change, raw, result), on_disk = _edited(args, ctx), None
+    return await _written(change, _seen(change, on_disk), ctx, ctx.given(raw), result)
 
 
 class DiskText(msgspec.Struct, frozen=True):
@@ -937,6 +979,17 @@ def _unchanged(change: Proposal, on_disk: DiskText | None, ctx: ToolContext) -> 
         return False
 
 
+def _seen(change: Proposal, on_disk: DiskText | None) -> tuple[int, ...] | None:
+    """A stat at which the file held the change's old text, for the write to tell it unchanged
+    by without reading it again: the settled one of the worker's read, or, for a file that
+    cannot be read, its identity; None where none is known (the file is read again)."""
+    if change.unreadable:
+        return change.identity
+    if on_disk is None or on_disk.stat is None or on_disk.text != change.old_text:
+        return None
+    return on_disk.stat
+
+
 def _edited(args: dict[str, Any], ctx: ToolContext) -> tuple[Proposal, str, ToolResult]:
     """The change an edit makes (the one approved), its path argument, and its result once
     written."""
@@ -952,14 +1005,15 @@ def _edited(args: dict[str, Any], ctx: ToolContext) -> tuple[Proposal, str, Tool
         f"Successfully replaced {len(args['edits'])} block(s) in {args['path']}.", details)
 
 
-async def _written(change: Proposal, ctx: ToolContext, given: Path, result: ToolResult
-                   ) -> ToolResult:
-    """`result` once `change` is written to the file named `given`; a failure in Node's words.
+async def _written(change: Proposal, seen: tuple[int, ...] | None, ctx: ToolContext,
+                   given: Path, result: ToolResult) -> ToolResult:
+    """`result` once `change` is written to the file named `given` (`seen`: as `_seen`); a
+    failure in Node's words.
     An abort does not stop a write under way (a thread, or the editor's applyEdit): the call
     waits for it a while and hands ctx.on_abort what it did, so the model never reads
     "aborted" for a file that was changed."""
     writing = asyncio.ensure_future(ctx.files.write_text(change.path, change.new_text,
-                                                         change.old_text))
+                                                         change.old_text, seen))
     try:
         await asyncio.shield(writing)
     except SyscallError as error:

@@ -23,7 +23,7 @@ from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
 from pi_lsp.agent.splice import BOM
-from pi_lsp.agent.tools import DISK, ToolError, well_formed
+from pi_lsp.agent.tools import DISK, ToolError, well_formed, write_regular
 from pi_lsp.jsonfile import BOM as UTF8_BOM
 from pi_lsp.paths import real_path
 from pi_lsp.regular import read_regular, settled, stat_key
@@ -215,7 +215,8 @@ class EditorFiles:
         return self.can_edit() and edits is not None and \
             types.ResourceOperationKind.Delete in (edits.resource_operations or ())
 
-    async def write_text(self, path: Path, text: str, old: str | None) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None,
+                         seen: tuple[int, ...] | None = None) -> None:
         text = well_formed(text)  # an editor can hold no lone surrogate; pi writes U+FFFD
         was_open = self.document(path) is not None
         await self.settle()
@@ -223,9 +224,13 @@ class EditorFiles:
         if was_open and document is None:  # closed meanwhile: saved, maybe with keys typed
             raise changed_while_written(path)
         # A stale buffer is left for the editor to reload: an edit of it would be saved over
-        # the disk's newer text, or clash with the reload.
-        if document is None or not self.can_edit() or self.stale(document, path):
-            await DISK.write_text(path, text, old)
+        # the disk's newer text, or clash with the reload. One closed before this first step
+        # (a key typed, saved, closed) is refused by the disk's check: it holds the key.
+        if document is None or self.stale(document, path):
+            await DISK.write_text(path, text, old, seen)
+            return
+        if not self.can_edit():
+            await self.write_under(document, path, text, old, seen)
             return
         # Told here, where the edit is made at the buffer's version: a key typed since the
         # caller's check (a didChange the loop took first, or during settle) would be replaced.
@@ -240,6 +245,15 @@ class EditorFiles:
                                  document.position_codec.client_num_units)])
         await self.apply(path, types.WorkspaceEdit(document_changes=[edit]), f"pi: {path.name}")
         self.applied[document.uri] = text
+
+    async def write_under(self, document: TextDocument, path: Path, text: str, old: str | None,
+                          seen: tuple[int, ...] | None) -> None:
+        """Write the disk under a buffer this editor cannot change: told to hold `old` where
+        that was read from it; else `old` is the buffer's unsaved text, which stays there."""
+        if self.unsaved_text(document) is None:
+            await DISK.write_text(path, text, old, seen)
+        else:
+            await asyncio.to_thread(lambda: write_regular(path, text.encode()))
 
     async def delete_in_editor(self, path: Path, old: str | None) -> None:
         document = self.document(path)
