@@ -450,12 +450,17 @@ async def test_a_write_keeps_a_key_the_loop_took_before_the_write_began(
 def saved_and_closed(files: EditorFiles, document: TextDocument) -> None:
     """The user saved the document and closed it: the editor writes its text, then sends
     didSave and didClose, which the server's handlers take as they come."""
-    server = cast(PiServer, SimpleNamespace(files=files))
-    identifier = types.TextDocumentIdentifier(document.uri)
     Path(document.path).write_bytes(document.source.encode())
-    did_save(server, types.DidSaveTextDocumentParams(identifier))
+    did_save(cast(PiServer, SimpleNamespace(files=files)),
+             types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(document.uri)))
+    closed(files, document)
+
+
+def closed(files: EditorFiles, document: TextDocument) -> None:
+    """The user closed the document (a didClose), saved or not."""
     del files.server.workspace.text_documents[document.uri]  # as pygls drops it first
-    did_close(server, types.DidCloseTextDocumentParams(identifier))
+    did_close(cast(PiServer, SimpleNamespace(files=files)),
+              types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(document.uri)))
 
 
 @pytest.mark.parametrize("tool,args", [

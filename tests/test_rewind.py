@@ -54,7 +54,7 @@ from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import pi_lsp_with
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
-from tests.test_editor import applying_editor, saved_and_closed, typed
+from tests.test_editor import applying_editor, closed, saved_and_closed, typed
 from tests.test_server import (
     BUSY,
     CLIENTS,
@@ -1483,15 +1483,22 @@ async def test_a_restore_keeps_a_key_typed_in_an_open_file_while_it_runs(
     assert path.read_text() == "one\n"
 
 
-async def test_a_restore_keeps_a_key_typed_saved_and_closed_while_it_runs(tmp_path: Path
-                                                                        ) -> None:
-    """As above, the file saved and closed after the key (didSave, didClose) before the restore
-    wrote it: no buffer was left to tell, and the undo snapshot's text went to the disk over
-    the text saved. The disk is told to hold the undo snapshot's text, or nothing is written."""
+@pytest.mark.parametrize("saved", [True, False], ids=["typed and saved", "closed unsaved"])
+@pytest.mark.parametrize("then,refusal", [
+    ("then\n", "nothing was written. Read it again."), (None, "it was not deleted.")],
+    ids=["written", "deleted"])
+async def test_a_restore_keeps_a_key_typed_saved_and_closed_while_it_runs(
+        tmp_path: Path, then: str | None, refusal: str, saved: bool) -> None:
+    """As above, the file saved and closed after the key (didSave, didClose), or closed
+    unsaved, before the restore wrote or deleted it: no buffer was left to tell, and the undo
+    snapshot's text went to the disk over the text saved, or the file was deleted on disk (the
+    disk's text, in no snapshot, with it). The disk is told to hold the undo snapshot's text,
+    or nothing is written or deleted."""
     root = tmp_path / "ws"
     root.mkdir()
     path = root / "a.txt"
-    path.write_text("then\n")
+    if then is not None:
+        path.write_text(then)
     store = SnapshotStore(root)
     target = await store.snapshot()
     path.write_text("one\n")
@@ -1501,14 +1508,17 @@ async def test_a_restore_keeps_a_key_typed_saved_and_closed_while_it_runs(tmp_pa
     await files.settle()
 
     def typed_saved_and_closed(_undo_id: str) -> None:
-        typed(files, document, "one\nunsaved\nTYPED\n")
-        saved_and_closed(files, document)
+        if saved:
+            typed(files, document, "one\nunsaved\nTYPED\n")
+            saved_and_closed(files, document)
+        else:
+            closed(files, document)
     with pytest.raises(RewindError) as refused:
         await restore_files(None, store, None, target.tree, files=files,
                             before_changes=typed_saved_and_closed)
     assert str(refused.value) == (f"a.txt was not restored: {path} changed on disk since it "
-                                  "was read; nothing was written. Read it again.")
-    assert path.read_text() == "one\nunsaved\nTYPED\n"
+                                  f"was read; {refusal}")
+    assert path.read_text() == ("one\nunsaved\nTYPED\n" if saved else "one\n")
 
 
 @pytest.mark.parametrize("buffer", ["x" * (snapshots.MAX_FILE_BYTES + 1), "one\n\ud800\n"],

@@ -139,7 +139,8 @@ class FileAccess(Protocol):
     async def delete_in_editor(self, path: Path, old: str | None) -> None:
         """Delete a file open in an editor through the editor, which drops its buffer; nothing
         when it is not open there or the editor cannot delete files (the disk is the caller's).
-        A ToolError, nothing deleted, where the buffer is not `old`, the text decided on."""
+        A ToolError, nothing deleted, where the buffer is not `old`, the text decided on, or
+        one closed since holds another text on disk."""
         ...
 
     def open_texts(self) -> dict[Path, str | None]:

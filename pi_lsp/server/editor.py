@@ -23,7 +23,7 @@ from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
 from pi_lsp.agent.splice import BOM
-from pi_lsp.agent.tools import DISK, ToolError, well_formed, write_regular
+from pi_lsp.agent.tools import DISK, ToolError, disk_holds, well_formed, write_regular
 from pi_lsp.jsonfile import BOM as UTF8_BOM
 from pi_lsp.paths import real_path
 from pi_lsp.regular import read_regular, settled, stat_key
@@ -257,7 +257,12 @@ class EditorFiles:
 
     async def delete_in_editor(self, path: Path, old: str | None) -> None:
         document = self.document(path)
-        if document is None or not self.can_delete():
+        if document is None:  # closed since it was read (saved, maybe with a key typed)
+            if not await asyncio.to_thread(disk_holds, path, old, None):
+                raise ToolError(f"{path} changed on disk since it was read; it was not "
+                                "deleted.")
+            return
+        if not self.can_delete():
             return
         if not holds(document.source, old, path):  # a key typed since: it would go too
             raise ToolError(f"{path} changed in the editor while it was being deleted; it was "
