@@ -2597,6 +2597,23 @@ async def test_an_edit_tells_its_file_unchanged_since_planned_off_the_loop(
     assert on_loop == [False, False]
 
 
+@pytest.mark.parametrize("tool,args", [
+    (EDIT, {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}),
+    (WRITE, {"path": "a.txt", "content": "W\n"})], ids=["edit", "write"])
+async def test_a_file_changed_in_the_last_2_s_is_read_again_off_the_loop(
+        root: Path, monkeypatch: pytest.MonkeyPatch, tool: Tool, args: dict[str, Any]) -> None:
+    """A file whose stat cannot tell its next change (changed in the last 2 s: the model's
+    edits one after another) was read again whole on the event loop to tell it unchanged
+    (every editor request waited), then once more by the write's own check in its thread
+    (8ee142e). That check is the one read: the loop compares the stat only."""
+    monkeypatch.setattr(tools, "settled", lambda _info: False)
+    (root / "a.txt").write_text("one\ntwo\n")
+    on_loop = disk_reads_noted(monkeypatch)
+    result = await execute_tool(tool, tool.name, args, ToolContext(root, files=LoopOnlyFiles()))
+    assert not result.is_error, text_of(result)
+    assert on_loop == [False, False, False]
+
+
 async def test_an_edit_planned_while_its_file_changes_on_disk_keeps_the_change(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file not open in the editor, changed on disk while its edit was planned (a command of

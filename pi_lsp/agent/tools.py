@@ -918,10 +918,11 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 class DiskText(msgspec.Struct, frozen=True):
     """A file's text as the disk had it (None: no such file), and its stat before the read
-    (`_settled_stat`)."""
+    (`_disk_stat`)."""
 
     text: str | None
-    stat: tuple[int, ...] | None
+    stat: tuple[int, ...]
+    settled: bool  # whether the stat tells the file's next change (regular.settled)
 
 
 def _proposed_and_read(args: dict[str, Any], ctx: ToolContext
@@ -945,27 +946,28 @@ def _read_again(change: Proposal, ctx: ToolContext) -> DiskText | None:
     if change.unreadable or ctx.buffer_text(change.path) is not None:
         return None
     try:
-        stat = _settled_stat(change.path)  # before the read: a change after it makes another
-        return DiskText(_disk_text_of(change.path)[0], stat)
+        stat, firm = _disk_stat(change.path)  # before the read: a change after it makes another
+        return DiskText(_disk_text_of(change.path)[0], stat, firm)
     except OSError:
         return None
 
 
-def _settled_stat(path: Path) -> tuple[int, ...] | None:
-    """What tells the file's next change (regular.stat_key; () where there is no file); None
-    where it changed too lately for its stat to tell one."""
+def _disk_stat(path: Path) -> tuple[tuple[int, ...], bool]:
+    """What tells the file's versions apart (regular.stat_key; () where there is no file), and
+    whether it tells the next: not where the file changed too lately."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        return ()
-    return stat_key(info) if settled(info) else None
+        return (), True
+    return stat_key(info), settled(info)
 
 
 def _unchanged(change: Proposal, on_disk: DiskText | None, ctx: ToolContext) -> bool:
     """Whether the file is still the text `change` was worked out from, told on the loop,
     where the user types: the editor's buffer, else the disk as read again in the worker (a
-    read here of 50 MB stalled every editor request), as long as its stat says it is still
-    that (a save the loop took after that read: the user's typing, saved), else read here. The
+    read here of 50 MB stalled every editor request), as long as its stat is still the one
+    before that read (a save the loop took after it: the user's typing, saved). Where that
+    stat cannot tell a later change, the write's own check reads the file (`disk_holds`). The
     same text makes the same change, however its bytes that are not UTF-8 read."""
     buffer = ctx.buffer_text(change.path)
     if buffer is not None:
@@ -973,9 +975,7 @@ def _unchanged(change: Proposal, on_disk: DiskText | None, ctx: ToolContext) -> 
     if on_disk is None or on_disk.text != change.old_text:
         return False
     try:
-        if on_disk.stat is not None:
-            return _settled_stat(change.path) == on_disk.stat
-        return _disk_text_of(change.path)[0] == change.old_text
+        return _disk_stat(change.path)[0] == on_disk.stat
     except OSError:
         return False
 
@@ -986,7 +986,7 @@ def _seen(change: Proposal, on_disk: DiskText | None) -> tuple[int, ...] | None:
     cannot be read, its identity; None where none is known (the file is read again)."""
     if change.unreadable:
         return change.identity
-    if on_disk is None or on_disk.stat is None or on_disk.text != change.old_text:
+    if on_disk is None or not on_disk.settled or on_disk.text != change.old_text:
         return None
     return on_disk.stat
 
