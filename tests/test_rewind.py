@@ -35,6 +35,7 @@ from pi_lsp.context.build import build_session_context
 from pi_lsp.files import history, snapshots
 from pi_lsp.files.history import (
     FILES_TYPE,
+    ChangeCount,
     RewindError,
     TurnRecorder,
     changes_to,
@@ -1617,7 +1618,7 @@ async def refused_everywhere(store: SnapshotStore, tree: str) -> None:
         await restore_files(session, store, entry)
     with pytest.raises(RewindError, match=clear):
         await restore_files(None, store, None, tree)
-    assert await count_changes(session, store, entry) == 0
+    assert await count_changes(session, store, entry) == ChangeCount()
     current = await store.snapshot()
     for attempt in (store.changes(current.tree, tree), store.changes(tree, current.tree),
                     store.read(tree, "top.txt"),
@@ -2221,6 +2222,29 @@ async def test_server_branch_with_summary_counts_file_changes(lsp: Pi, fake: Fak
     assert done["result"]["leafId"] == done["result"]["summaryEntryId"]
     assert done["result"]["fileChanges"] == 1
     assert (root / "summed.txt").read_text() == "two\n"  # branching alone never touches files
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_branch_counts_what_a_restore_would_leave_alone(lsp: Pi,
+                                                                     fake: FakeAnthropic) -> None:
+    """A branch counted only the files a restore changes, so where only a file it leaves alone
+    differs (one over the snapshot cap) the editors said nothing of it: `leftAlone` counts it."""
+    pi, root = lsp, lsp.root / "ws"
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(tool_reply([write("a1", "kept.txt", "one\n")]), text_reply("wrote kept"))
+    await lsp_prompt(pi, uri, "write kept")
+    reply = lines(path_of(uri))[-1]["id"]
+    branched = await call(pi.client, "pi.branch", {"uri": uri, "targetId": reply})
+    assert (branched["fileChanges"], branched["leftAlone"]) == (0, 0)
+    big = root / "big.bin"
+    big.write_bytes(b"x" * (snapshots.MAX_FILE_BYTES + 1))
+    try:
+        branched = await call(pi.client, "pi.branch", {"uri": uri, "targetId": reply})
+        assert (branched["fileChanges"], branched["leftAlone"]) == (0, 1)
+        changes = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": reply})
+        assert changes["skipped"] == ["big.bin"] and "files" not in changes
+    finally:
+        big.unlink()
 
 
 @pytest.mark.asyncio(loop_scope="module")

@@ -31,6 +31,7 @@ from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import ToolContext, ToolError
 from pi_lsp.files.history import (
     FILES_TYPE,
+    ChangeCount,
     RewindError,
     count_changes,
     file_changes,
@@ -184,7 +185,7 @@ async def test_a_committed_store_attributes_and_the_users_git_config_run_nothing
     store = store_for(turns.root)
     changes = await file_changes(turns.tree, store, first)
     assert [f.path for f in changes.files] == ["a.txt"] and "+one" in changes.files[0].diff
-    assert await count_changes(turns.tree, store, first) == 1
+    assert (await count_changes(turns.tree, store, first)).file_changes == 1
     await restore_files(turns.tree, store, first)
     assert (turns.root / "a.txt").read_text() == "one\n"
     assert not (turns.root / "b.txt").exists()
@@ -261,7 +262,7 @@ async def test_ids_from_a_session_never_reach_git_as_options(tmp_path: Path) -> 
     tree, entry = session_with_files_entry(root, option, option)
     store = store_for(root)
     assert not (await file_changes(tree, store, entry)).available
-    assert await count_changes(tree, store, entry) == 0
+    assert await count_changes(tree, store, entry) == ChangeCount()
     with pytest.raises(RewindError, match="no turn recorded"):
         await restore_files(tree, store, entry)
     with pytest.raises(RewindError, match="not a snapshot id"):

@@ -88,6 +88,14 @@ class RestoreResult(msgspec.Struct, rename="camel", omit_defaults=True):
     unrecorded: list[str] = msgspec.field(default_factory=list)  # as in FileChanges
 
 
+class ChangeCount(msgspec.Struct, rename="camel"):
+    """What a restore to a branch's new leaf would do: the files it would change, and the
+    paths it would leave alone (skipped, refused or unrecorded), each counted once."""
+
+    file_changes: int = 0
+    left_alone: int = 0
+
+
 class RewindError(Exception):
     """A restore that cannot be done (no recorded state, no git, unknown undo id)."""
 
@@ -367,16 +375,18 @@ async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,
 
 
 async def count_changes(tree: SessionTree, store: SnapshotStore, entry_id: str | None,
-                        files: FileAccess = DISK) -> int:
-    """How many files differ from the state at `entry_id`; 0 when none is recorded, or when
-    comparing fails (that is logged: the caller's own work is done already)."""
+                        files: FileAccess = DISK) -> ChangeCount:
+    """How many files differ from the state at `entry_id`, and how many a restore would leave
+    alone; none when no state is recorded, or when comparing fails (that is logged: the
+    caller's own work is done already)."""
     if entry_id is None:
-        return 0
+        return ChangeCount()
     try:
-        return len((await file_changes(tree, store, entry_id, False, files)).files)
+        found = await file_changes(tree, store, entry_id, False, files)
     except (RewindError, SnapshotError, OSError) as error:
         log.warning("pi-lsp: could not compare the files with entry %s: %s", entry_id, error)
-        return 0
+        return ChangeCount()
+    return ChangeCount(len(found.files), len({*found.skipped, *found.refused, *found.unrecorded}))
 
 
 async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id: str | None,

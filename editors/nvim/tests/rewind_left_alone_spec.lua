@@ -102,6 +102,47 @@ H.wait_said("undid the restore: 1 file(s) back as they were; 1 left alone", true
   "the undo did not count what it left alone")
 H.check(read(notes) == "v2\n", "U put v2 back")
 
+-- `b` says so too: on the first reply it asks, counting both; on the second, where only the
+-- paths left alone differ, it lists them and asks nothing.
+local function said_since(start, text)
+  for i = start + 1, #H.messages do
+    if H.messages[i] == "pi-lsp: " .. text then
+      return true
+    end
+  end
+  return false
+end
+local function branch_key(entry)
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+  vim.api.nvim_win_set_cursor(0, { H.entry(tree, entry), 0 })
+  H.keys("b")
+end
+local prompt_asked
+table.insert(H.selects, function(_, opts)
+  prompt_asked = opts.prompt
+  return nil
+end)
+branch_key(first)
+H.wait(function()
+  return prompt_asked ~= nil
+end, "b on the first reply did not offer the restore")
+H.check(prompt_asked == "1 file(s) differ from this entry, and a restore leaves 2 alone (listed in the diff). "
+  .. "Restore 1 file(s) to entry " .. first .. "?", "b counted what a restore leaves alone: " .. prompt_asked)
+H.check(read(notes) == "v2\n", "declined: nothing restored")
+local start = #H.messages
+asked = false
+table.insert(H.selects, function()
+  asked = true
+end)
+branch_key(second)
+H.wait(function()
+  return said_since(start, "nothing to restore to entry " .. second .. "; 2 file(s) left alone, listed in the diff")
+end, "b on the second reply did not say what a restore leaves alone")
+listed = H.find_buf("pi://files/" .. second)
+H.check(listed and #H.lines(listed) == 2 and H.lines(listed)[2] == big_line, "b's diff lists them", listed)
+H.check(not asked, "nothing was asked")
+table.remove(H.selects)
+
 -- As the second reply left them, nothing differs and nothing is left alone: only then do they match.
 assert(os.remove(workspace .. "/out/" .. big_name) and os.remove(workspace .. "/out"))
 local out = assert(io.open(workspace .. "/out", "w"))

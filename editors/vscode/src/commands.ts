@@ -113,10 +113,14 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     if (editorText) (await c.chats.open(uri)).setInput(editorText);
   }
 
-  /** After Branch Here (with or without a summary): offer the restore when the files differ. */
+  /** After Branch Here (with or without a summary): offer the restore when the files differ;
+   * where a restore would leave paths alone, the diff lists them (with none to restore, only them). */
   async function offerRestore(uri: string, result: BranchResult): Promise<void> {
-    if ((result.fileChanges ?? 0) > 0 && result.leafId) {
-      await rewinder.offer(uri, result.leafId, `${result.fileChanges} file(s) differ from this entry. `);
+    const changes = result.fileChanges ?? 0;
+    const alone = result.leftAlone ?? 0;
+    if (changes + alone > 0 && result.leafId) {
+      const also = alone > 0 ? `, and a restore leaves ${alone} alone (listed in the diff)` : "";
+      await rewinder.offer(uri, result.leafId, `${changes} file(s) differ from this entry${also}. `);
     }
   }
 

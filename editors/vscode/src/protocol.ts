@@ -151,6 +151,8 @@ export interface BranchResult {
   editorText?: string | null;
   /** How many files differ from the state recorded at the new leaf (0 when none is). */
   fileChanges?: number;
+  /** How many paths a restore to the new leaf would leave alone (skipped, refused, unrecorded). */
+  leftAlone?: number;
 }
 
 /** What a restore would do to one file: `added` comes back, `deleted` goes. */

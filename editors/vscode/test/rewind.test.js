@@ -149,6 +149,20 @@ test("what a restore leaves alone is listed after the diff, one line each, and c
     assert.equal(notes(), "v2\n");
     assert.deepEqual(said(start), ["pi: undid the restore (1 file(s) back as they were; 1 left alone)."]);
     assert.ok(fs.existsSync(big), "the big file stays");
+    // Branch Here says so too: to the first reply it asks, counting both; to the second, where
+    // only the big file differs, it lists it and asks nothing.
+    asked.length = 0;
+    respond("showWarningMessage", (message) => { asked.push(message); return "Cancel"; });
+    const branched = await run("piLsp.branch", { uri, entryId: first });
+    assert.deepEqual([branched.fileChanges, branched.leftAlone], [1, 1]);
+    assert.deepEqual(asked, [question("1 file(s) differ from this entry, and a restore leaves 1 alone (listed in the diff). ", first)]);
+    assert.equal(notes(), "v2\n");
+    asked.length = 0;
+    start = rec.messages.length;
+    await run("piLsp.branch", { uri, entryId: second });
+    assert.deepEqual(asked, [], "nothing to ask about");
+    assert.deepEqual(said(start), [`pi: nothing to restore to entry ${second}; 1 file(s) left alone, listed in the diff.`]);
+    assert.equal(rec.shown.at(-1).getText(), `${line}\n`);
     // Without it nothing differs and nothing is left alone: only then do the files match.
     fs.rmSync(big);
     start = rec.messages.length;

@@ -19,10 +19,11 @@ if TYPE_CHECKING:
 
 
 async def with_file_changes(harness: Harness, outcome: BranchOutcome) -> dict[str, Any]:
-    """A branch's outcome plus `fileChanges`, the count that lets the editor offer a restore."""
-    changes = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id,
-                                  harness.files)
-    return {**msgspec.to_builtins(outcome), "fileChanges": changes}
+    """A branch's outcome plus `fileChanges` and `leftAlone`, the counts that let the editor
+    offer a restore."""
+    counts = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id,
+                                 harness.files)
+    return {**msgspec.to_builtins(outcome), **msgspec.to_builtins(counts)}
 
 
 async def get_file_changes(ls: PiServer, args: FileChangesArgs) -> Any:

@@ -686,10 +686,13 @@ end
 
 M.actions = {}
 
--- After a branch (plain or summarized), offer to restore the files when they differ.
+-- After a branch (plain or summarized), offer to restore the files when they differ; where a
+-- restore would leave paths alone, the diff lists them (with none to restore, only them).
 local function offer_restore(view, result)
-  if (result.fileChanges or 0) > 0 and result.leafId then
-    local question = ("%d file(s) differ from this entry. "):format(result.fileChanges)
+  local changes, alone = result.fileChanges or 0, result.leftAlone or 0
+  if changes + alone > 0 and result.leafId then
+    local also = alone > 0 and (", and a restore leaves %d alone (listed in the diff)"):format(alone) or ""
+    local question = ("%d file(s) differ from this entry%s. "):format(changes, also)
     require("pi_lsp.rewind").offer(view.uri, result.leafId, view.root, question)
   end
 end
