@@ -3,6 +3,7 @@
 // first and last messages (a long context shows its end at once), more on "Show More of the Context".
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
+import { shorten } from "./plainText";
 import { Layer, PreviewHeading, SessionMove } from "./protocol";
 
 export const SCHEME = "pi-context";
@@ -16,11 +17,12 @@ export interface ContextTarget {
   layer: Layer;
 }
 
-/** The document's path is only its title; what to show travels in the query. */
+/** The document's path is only its title; what to show travels in the query. The session wrote
+ * the leaf's id: the title shows it on one line and cut (`shorten`). */
 export function contextUri(target: ContextTarget, title: string): vscode.Uri {
   const query = new URLSearchParams({ session: target.session, layer: target.layer });
   if (target.leafId) query.set("leaf", target.leafId);
-  const name = `${title}${target.leafId ? ` @ ${target.leafId}` : ""}${target.layer === "agent" ? "" : ` (${target.layer})`}`;
+  const name = `${title}${target.leafId ? ` @ ${shorten(target.leafId)}` : ""}${target.layer === "agent" ? "" : ` (${target.layer})`}`;
   return vscode.Uri.from({ scheme: SCHEME, path: `/${name.replace(/[/\\]/g, "-")}.md`, query: query.toString() });
 }
 

@@ -9,9 +9,11 @@ import { oneLine, plain, shorten } from "./plainText";
 
 export const FILES_SCHEME = "pi-files";
 
+/** The path is the tab's title: the session wrote the id, so it is shown on one line and cut
+ * there (`shorten`); the query keeps the whole id for the request. */
 export function filesUri(session: string, entryId: string): vscode.Uri {
   const query = new URLSearchParams({ session, entry: entryId });
-  return vscode.Uri.from({ scheme: FILES_SCHEME, path: `/files @ ${entryId}.diff`, query: query.toString() });
+  return vscode.Uri.from({ scheme: FILES_SCHEME, path: `/files @ ${shorten(entryId).replace(/[/\\]/g, "-")}.diff`, query: query.toString() });
 }
 
 /** One unified diff: `-` lines are the files now, `+` lines what a restore brings back. A file

@@ -421,6 +421,20 @@ test("the pi-files: document shows the session's entry id and a path without a d
   ]);
 });
 
+test("a pi-files: or pi-context: tab's title shows the session's id on one line, cut; the query keeps it whole", () => {
+  const id = `ok\u202e\n+injected/..\\${"x".repeat(200)}`;
+  const files = ext.filesUri("file:///s.jsonl", id);
+  const context = ext.contextUri({ session: "file:///s.jsonl", leafId: id, layer: "llm" }, "Context · s");
+  for (const uri of [files, context]) {
+    const title = uri.path.slice(1);
+    assert.doesNotMatch(title, /[\n\u202e/\\]/, title);
+    assert.ok(title.includes("ok +injected-..-x") && title.includes("…") && [...title].length < 110, title);
+  }
+  assert.match(files.path, /^\/files @ ok \+injected-\.\.-x+….diff$/);
+  assert.equal(new URLSearchParams(vscode.Uri.parse(files.toString()).query).get("entry"), id);
+  assert.equal(ext.parseContextUri(vscode.Uri.parse(context.toString())).leafId, id);
+});
+
 test("context edits: the preview's message headings get Remove / Replace / Undo by their state", () => {
   // pi.previewContext's headings: a summary and a message of no entry cannot be edited
   const headings = [
