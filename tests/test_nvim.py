@@ -601,6 +601,39 @@ def test_session_text_as_written_is_drawn(workspace: Path, fake: FakeAnthropic,
     assert len(fake.message_requests()) == 2  # the busy line's turn only
 
 
+def bidi_session(path: Path) -> Path:
+    """A session at `path` whose ids, label, model and custom type hold what util.one_line left
+    as it was: bidi controls, line and paragraph separators and C1 controls."""
+    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    stamp = "2026-12-01T00:00:01.000Z"
+    lines: list[dict[str, object]] = [
+        {"type": "session", "version": 3, "id": "bidi", "cwd": "/crafted", "timestamp": stamp},
+        {"type": "message", "id": "u1", "parentId": None, "timestamp": stamp,
+         "message": {"role": "user", "content": [{"type": "text", "text": "Question"}],
+                     "timestamp": 1796029960901}},
+        {"type": "message", "id": "a\u202e1", "parentId": "u1", "timestamp": stamp,
+         "message": {"role": "assistant", "content": [{"type": "text", "text": "All done"}],
+                     "api": "anthropic-messages", "provider": "anthropic", "model": "m\u2028x",
+                     "usage": usage, "stopReason": "stop", "timestamp": 1796029960902}},
+        {"type": "custom_message", "id": "c\u20661", "parentId": "a\u202e1",
+         "customType": "no\u0085te", "content": "noted", "display": True, "timestamp": stamp},
+        {"type": "label", "id": "l1", "parentId": "c\u20661", "targetId": "u1",
+         "label": "lab\u2029el\u009bx", "timestamp": stamp}]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_bidi_and_separators_in_session_text_are_drawn_as_spaces(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """util.one_line made only ASCII control characters spaces: an id's U+202E reversed the rest
+    of its tree row, and U+2028/2029, C1 controls and bidi isolates reached the tree, the chat,
+    `R`'s diff buffer and notifications as they were (VS Code's oneLine made them spaces)."""
+    bidi = bidi_session(workspace / ".pi" / "sessions" / "bidi.jsonl")
+    run_script("session_bidi_spec.lua", workspace, fake, tmp_path, PI_LSP_BIDI=str(bidi))
+
+
 def test_branch_here_on_a_prompt_leaf_stays_and_edit_prompt_moves(workspace: Path,
                                                                    fake: FakeAnthropic,
                                                                    tmp_path: Path) -> None:

@@ -43,10 +43,20 @@ function M.truthy(value)
     and value == value -- NaN
 end
 
---- `text` as one buffer line: control characters (line breaks too) as spaces. Ids, names and
---- paths are a session file's text, and a line holding a newline fails the whole draw.
+-- What else one_line makes a space, in UTF-8, as pi_lsp/visible.py's UNSAFE and VS Code's
+-- oneLine do: C1 controls (U+0080-009F), the line and paragraph separators and the bidi
+-- embeddings and overrides (U+2028-202E), the bidi isolates (U+2066-2069).
+local NOT_ONE_LINE = { "\194[\128-\159]", "\226\128[\168-\174]", "\226\129[\166-\169]" }
+
+--- `text` as one buffer line: control characters (line breaks too), line separators and bidi
+--- controls as spaces. Ids, names and paths are a session file's text: a line holding a newline
+--- fails the whole draw, and a U+202E would show the rest of its line reversed.
 function M.one_line(text)
-  return (tostring(text):gsub("%c", " "))
+  local flat = tostring(text):gsub("%c", " ")
+  for _, pattern in ipairs(NOT_ONE_LINE) do
+    flat = flat:gsub(pattern, " ")
+  end
+  return flat
 end
 
 --- The fewest significant digits that read back as `x` (> 0), and where the point goes after
