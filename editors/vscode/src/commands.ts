@@ -113,12 +113,13 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     if (editorText) (await c.chats.open(uri)).setInput(editorText);
   }
 
-  /** After Branch Here (with or without a summary): offer the restore when the files differ;
-   * where a restore would leave paths alone, the diff lists them (with none to restore, only them). */
+  /** After Branch Here (with or without a summary): offer the restore when the files differ,
+   * counting the paths a restore would leave alone (the diff lists them). Those alone ask
+   * nothing: an unchanged file over the snapshot cap or a nested clone would make every branch ask. */
   async function offerRestore(uri: string, result: BranchResult): Promise<void> {
     const changes = result.fileChanges ?? 0;
     const alone = result.leftAlone ?? 0;
-    if (changes + alone > 0 && result.leafId) {
+    if (changes > 0 && result.leafId) {
       const also = alone > 0 ? `, and a restore leaves ${alone} alone (listed in the diff)` : "";
       await rewinder.offer(uri, result.leafId, `${changes} file(s) differ from this entry${also}. `);
     }

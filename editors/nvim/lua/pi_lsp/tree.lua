@@ -686,11 +686,12 @@ end
 
 M.actions = {}
 
--- After a branch (plain or summarized), offer to restore the files when they differ; where a
--- restore would leave paths alone, the diff lists them (with none to restore, only them).
+-- After a branch (plain or summarized), offer to restore the files when they differ, counting
+-- the paths a restore would leave alone (the diff lists them). Those alone ask nothing: an
+-- unchanged file over the snapshot cap or a nested clone would make every branch ask.
 local function offer_restore(view, result)
   local changes, alone = result.fileChanges or 0, result.leftAlone or 0
-  if changes + alone > 0 and result.leafId then
+  if changes > 0 and result.leafId then
     local also = alone > 0 and (", and a restore leaves %d alone (listed in the diff)"):format(alone) or ""
     local question = ("%d file(s) differ from this entry%s. "):format(changes, also)
     require("pi_lsp.rewind").offer(view.uri, result.leafId, view.root, question)
