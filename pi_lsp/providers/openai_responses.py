@@ -584,6 +584,8 @@ class ResponsesReader:
         reason = getattr(response.incomplete_details, "reason", None)
         # pi's raw reason: the status, and why it is incomplete where the server said.
         reply.raw_stop_reason = f"{status}.{reason}" if isinstance(reason, str) else status
+        # A later terminal event's status replaces an earlier one's, as pi 1.6 takes the last.
+        reply.stop_reason, reply.error_message = "stop", None
         if status == "failed":
             reply.fail("error", failure_of(response))
         elif status == "incomplete":
@@ -594,8 +596,8 @@ class ResponsesReader:
                            "Response incomplete without a provider reason")
         elif status == "cancelled":
             reply.fail("error", "the reply was cancelled by the server")
-        elif status and status not in STOP_STATUSES:  # pi 1.6 throws on one it does not know
-            reply.fail("error", f"Unhandled stop reason: {status}")
+        elif status and status not in STOP_STATUSES:  # pi 1.6 throws there: nothing after is read
+            raise ReplyFailed(f"Unhandled stop reason: {status}")
         elif any(isinstance(b, ToolCall) for b in reply.blocks):
             reply.stop_reason = "toolUse"
 

@@ -1,0 +1,134 @@
+"""Odd and hostile provider streams are read into the reply pi 1.6 makes of them: each stream
+served by the fakes to pi-lsp's provider and, where pi 1.6 is installed, to pi-ai's own
+(tests/pi16_turns.mjs), whose replies are stored for machines without it.
+
+Compared with the reply's time and duration left out: both are clocks' readings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.providers.base import ModelRequest, ReplyBuilder
+from pi_lsp.providers.openai_api import OpenAIProvider
+from pi_lsp.providers.registry import CHAT_API, RESPONSES_API, ModelInfo, ModelRegistry, Price
+from pi_lsp.session.entries import UserMessage
+from pi_lsp.session.replyorder import reply_json
+from tests import fake_anthropic, fake_openai
+from tests.fake_anthropic import FakeAnthropic
+from tests.fake_openai import MODEL, FakeOpenAI, completed, message_item
+from tests.test_system_messages import PI16, pi16_node
+from tests.waits import PROCESS_CEILING_S
+
+STORED = Path(__file__).with_name("fixtures") / "pi16-streams.json"
+TURNS = Path(__file__).with_name("pi16_turns.mjs")
+TIMES = ("timestamp", "durationMs")  # a reply's clock readings
+# pi16_turns.mjs's models: a local one for the OpenAI APIs, claude-sonnet-4-5 for Anthropic's.
+LOCAL_PRICE = Price(1, 4, 0.5, 0)
+APIS = {"chat": CHAT_API, "responses": RESPONSES_API}
+
+
+@dataclass
+class Stream:
+    """One API's stream (`chat`, `responses` or `anthropic`) as a fake serves it."""
+
+    api: str
+    reply: fake_openai.Reply | fake_anthropic.Reply
+
+
+def _terminal(status: str, reason: str | None = None) -> dict[str, Any]:
+    """A terminal event of `status` (response.incomplete for "incomplete", else
+    response.completed), with why if said."""
+    event = completed()
+    event["response"]["status"] = status
+    if status == "incomplete":
+        event["type"] = "response.incomplete"
+    if reason is not None:
+        event["response"]["incomplete_details"] = {"reason": reason}
+    return event
+
+
+def _responses(*ending: dict[str, Any]) -> Stream:
+    """A Responses stream of a message, then `ending`."""
+    return Stream("responses", fake_openai.Reply([*message_item(0, "Hi"), *ending]))
+
+
+STREAMS: dict[str, Stream] = {
+    "responses, incomplete then completed": _responses(
+        _terminal("incomplete", "content_filter"), _terminal("completed")),
+    "responses, completed then incomplete": _responses(
+        _terminal("completed"), _terminal("incomplete", "content_filter")),
+    "responses, cut at length then completed": _responses(
+        _terminal("incomplete", "max_output_tokens"), _terminal("completed")),
+    "responses, a status pi does not know then completed": _responses(
+        _terminal("weird"), _terminal("completed")),
+}
+
+
+def _untimed(reply: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in reply.items() if key not in TIMES}
+
+
+def _pi16_replies(node: str, fake: FakeAnthropic, oai: FakeOpenAI) -> dict[str, Any]:
+    """pi 1.6's reply to each stream, untimed, all read by one run of pi16_turns.mjs."""
+    pairs: list[str] = []
+    for stream in STREAMS.values():
+        pairs += [stream.api, (fake if stream.api == "anthropic" else oai).url]
+    fake.script(*[s.reply for s in STREAMS.values() if isinstance(s.reply, fake_anthropic.Reply)])
+    oai.script(*[s.reply for s in STREAMS.values() if isinstance(s.reply, fake_openai.Reply)])
+    run = subprocess.run([node, str(TURNS), str(PI16 / "@earendil-works"), *pairs],
+                         capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+    assert run.returncode == 0, run.stderr
+    return {name: _untimed(reply) for name, reply in zip(STREAMS, json.loads(run.stdout),
+                                                         strict=True)}
+
+
+@pytest.fixture(scope="module")
+def pi_streams(fake: FakeAnthropic, oai: FakeOpenAI) -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        live = _pi16_replies(node, fake, oai)
+        for name in STREAMS:  # the stored replies are pi's, keys in its order
+            assert json.dumps(live[name]) == json.dumps(stored[name]), name
+    return stored
+
+
+def _model(api: str) -> ModelInfo:
+    if api == "anthropic":
+        return ModelRegistry().get("anthropic", "claude-sonnet-4-5")
+    return ModelInfo("ollama", MODEL, 32_000, 8_192, LOCAL_PRICE, api=APIS[api])
+
+
+async def lsp_reply(stream: Stream, fake: FakeAnthropic, oai: FakeOpenAI) -> dict[str, Any]:
+    """The reply pi-lsp writes for `stream`, untimed, read through the real SDKs."""
+    model = _model(stream.api)
+    provider: AnthropicProvider | OpenAIProvider
+    if stream.api == "anthropic":
+        fake.script(stream.reply)
+        provider = AnthropicProvider("k", base_url=fake.url)
+    else:
+        oai.script(stream.reply)
+        provider = OpenAIProvider("ollama", "k", f"{oai.url}/v1")
+    built = ReplyBuilder(model.api, model)
+    request = ModelRequest(model, "sys", [UserMessage(content="q", timestamp=1)], [], "off")
+    _ = [event async for event in provider.stream(request, built)]
+    clients = [provider.client] if isinstance(provider, AnthropicProvider) else \
+        provider.clients.values()
+    for client in clients:
+        await client.close()
+    return _untimed(json.loads(bytes(reply_json(built.message()))))
+
+
+@pytest.mark.parametrize("name", STREAMS)
+async def test_a_stream_is_read_as_pi_16_reads_it(name: str, fake: FakeAnthropic,
+                                                  oai: FakeOpenAI, pi_streams: dict[str, Any]
+                                                  ) -> None:
+    reply = await lsp_reply(STREAMS[name], fake, oai)
+    assert json.dumps(reply) == json.dumps(pi_streams[name])
