@@ -22,7 +22,7 @@ from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.replyorder import reply_json
 from tests import fake_anthropic, fake_openai
 from tests.fake_anthropic import FakeAnthropic
-from tests.fake_openai import MODEL, FakeOpenAI, completed, message_item
+from tests.fake_openai import MODEL, FakeOpenAI, completed, message_item, reasoning_item
 from tests.test_system_messages import PI16, pi16_node
 from tests.waits import PROCESS_CEILING_S
 
@@ -59,6 +59,24 @@ def _responses(*ending: dict[str, Any]) -> Stream:
     return Stream("responses", fake_openai.Reply([*message_item(0, "Hi"), *ending]))
 
 
+def _reasoning(done: dict[str, Any], backfilled: dict[str, Any] | None = None) -> Stream:
+    """A Responses stream of a reasoning item finished as `done` (its keys in their order),
+    then a message; `backfilled`: an item the terminal response's output holds."""
+    *streaming, _ = reasoning_item(0, "Thought")
+    ending = completed()
+    if backfilled is not None:
+        ending["response"]["output"] = [backfilled]
+    finished = {"type": "response.output_item.done", "output_index": 0, "item": done}
+    return Stream("responses", fake_openai.Reply([*streaming, finished, *message_item(1, "Hi"),
+                                                  ending]))
+
+
+# A finished reasoning item, its keys in another order than the SDK's model of it, a field
+# the model does not know, a non-ASCII summary and a number JavaScript writes otherwise.
+ODD_REASONING = {"summary": [{"text": "Pensé \u2028 ✓", "type": "summary_text"}],
+                 "encrypted_content": "enc", "id": "rs_0", "zeta": 1.0, "type": "reasoning",
+                 "status": None}
+
 STREAMS: dict[str, Stream] = {
     "responses, incomplete then completed": _responses(
         _terminal("incomplete", "content_filter"), _terminal("completed")),
@@ -68,6 +86,10 @@ STREAMS: dict[str, Stream] = {
         _terminal("incomplete", "max_output_tokens"), _terminal("completed")),
     "responses, a status pi does not know then completed": _responses(
         _terminal("weird"), _terminal("completed")),
+    "responses, a reasoning item's keys in the server's order": _reasoning(ODD_REASONING),
+    "responses, encrypted reasoning sent only at the end": _reasoning(
+        {key: value for key, value in ODD_REASONING.items() if key != "encrypted_content"},
+        {"type": "reasoning", "id": "rs_0", "encrypted_content": "late"}),
 }
 
 

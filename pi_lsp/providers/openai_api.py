@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -172,6 +173,22 @@ class _JsonParseDecoder(SSEDecoder):
                                                         id=sse.id, retry=sse.retry)
 
 
+# The JSON each streamed event still held was built from (by the event's id: the SDK's
+# models are unhashable): the models put their keys in their own order, where pi writes some
+# parts (a reasoning item) in the order the server sent them.
+_SENT: dict[int, Any] = {}
+
+
+def _remember(event: openai.BaseModel, data: object) -> None:
+    _SENT[id(event)] = data
+    weakref.finalize(event, _SENT.pop, id(event), None)  # gone with it, before its id is reused
+
+
+def sent_json(event: Any) -> Any:
+    """The JSON a streamed event was built from, as the server sent it (None: not known)."""
+    return _SENT.get(id(event))
+
+
 class _Client(openai.AsyncOpenAI):
     """The SDK's client for one API: its decoder must know which (see thrown_error)."""
 
@@ -182,6 +199,14 @@ class _Client(openai.AsyncOpenAI):
     # The SDK's hook for the decoder its streams read events with.
     def _make_sse_decoder(self) -> SSEDecoder:
         return _JsonParseDecoder(self.api)
+
+    # The SDK's hook that builds each streamed event from its JSON.
+    def _process_response_data(self, *, data: object, cast_to: Any,
+                               response: httpx2.Response) -> Any:
+        built = super()._process_response_data(data=data, cast_to=cast_to, response=response)
+        if isinstance(built, openai.BaseModel):
+            _remember(built, data)
+        return built
 
     # The SDK's hook for a request's headers: it hands them to httpx again as text, which
     # httpx encodes as ASCII; read as Latin-1, each goes out as the bytes it was (as fetch's).

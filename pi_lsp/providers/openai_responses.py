@@ -31,7 +31,8 @@ from pi_lsp.providers.base import (
     tool_spec,
     without_lone_surrogates,
 )
-from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly, cut_error_text
+from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly, cut_error_text, event_json
+from pi_lsp.providers.openai_api import sent_json
 from pi_lsp.providers.openai_chat import (
     PROMPT_CACHE_KEY_CHARS,
     off_effort,
@@ -484,7 +485,8 @@ class ResponsesReader:
         elif kind == "response.function_call_arguments.done" and index in self.unfinished:
             return self._arguments_done(index, event.arguments)
         elif kind == "response.output_item.done":
-            return self._done(key, event.item)
+            sent = sent_json(event)
+            return self._done(key, event.item, sent.get("item") if isinstance(sent, dict) else None)
         elif kind in ("response.completed", "response.incomplete"):
             self.terminal = True
             self._finished(event.response)
@@ -521,10 +523,11 @@ class ResponsesReader:
             return []
         return self.reply.add_tool_json(index, text[len(so_far):]) if text != so_far else []
 
-    def _done(self, key: Any, item: Any) -> list[ProviderEvent]:
-        """A finished item; one whose start never came is started now (pi's getOrCreateSlot).
-        An item finishes only as the kind it began as: a call finished as another stays
-        unfinished, and the reply fails at its end, as pi 1.6's does."""
+    def _done(self, key: Any, item: Any, sent: Any) -> list[ProviderEvent]:
+        """A finished item (`sent`: its JSON as the server sent it, if known); one whose start
+        never came is started now (pi's getOrCreateSlot). An item finishes only as the kind it
+        began as: a call finished as another stays unfinished, and the reply fails at its end,
+        as pi 1.6's does."""
         started = [] if key in self.items else self._added(key, item)
         index = self.items.get(key)
         if index is None:
@@ -535,8 +538,9 @@ class ResponsesReader:
             summary = _joined(getattr(item, "summary", None) or [], "\n\n", _text)
             content = _joined(getattr(item, "content", None) or [], "\n\n", _text)
             block.thinking = summary or content or block.thinking
-            block.thinking_signature = json.dumps(item.to_dict(warnings=False),
-                                                  separators=(",", ":"))
+            # pi's JSON.stringify of the item: its keys in the server's order.
+            block.thinking_signature = stringify(
+                item.to_dict(warnings=False) if sent is None else sent)
             self.reasoning[item.id] = index
         elif isinstance(block, TextContent) and kind == "message":
             # Even when it has none: pi writes the item's text, not what was streamed.
@@ -611,10 +615,9 @@ class ResponsesReader:
                 continue
             block = self.reply.block(index)
             assert isinstance(block, ThinkingContent) and block.thinking_signature
-            stored = json.loads(block.thinking_signature)
+            stored = event_json(block.thinking_signature)
             if not stored.get("encrypted_content"):
-                block.thinking_signature = json.dumps({**stored, "encrypted_content": encrypted},
-                                                      separators=(",", ":"))
+                block.thinking_signature = stringify({**stored, "encrypted_content": encrypted})
 
     def finish(self) -> list[ProviderEvent]:
         """After the stream: a reply with no terminal event, or with a call whose item never
