@@ -558,6 +558,25 @@ async def test_tool_calls_that_are_no_list_fail_the_reply_as_pi_16_fails_it(
         "error", "choice.delta.tool_calls is not iterable")
 
 
+async def test_tool_calls_that_are_no_objects_are_answered_as_calls_of_no_tool(make_rig, oai
+                                                                               ) -> None:
+    """Members of a delta's tool_calls that are no objects (of a text, each character) were
+    passed over; pi 1.6 makes each a call of no id, name or arguments (test_streams_pi16), which
+    the agent answers as a tool it does not know, and the turn goes on."""
+    rig = make_rig()
+    (rig.root / "a.txt").write_text("alpha\n")
+    reply = chat_reply("Reading.", calls=[("call_r", "read", {"path": "a.txt"})])
+    reply.events.insert(-2, chunk({"tool_calls": "ab"}))
+    oai.script(reply, chat_reply("Done."))
+    await rig.harness.prompt("look")
+    roles = [m["role"] for m in rig.messages()]
+    assert roles == ["user", "assistant", "toolResult", "toolResult", "toolResult", "assistant"]
+    results = [m for m in rig.messages() if m["role"] == "toolResult"]
+    assert [(m["toolCallId"], m["isError"]) for m in results] == [
+        ("call_r", False), ("call_1", True), ("call_2", True)]
+    assert rig.messages()[-1]["content"] == [{"type": "text", "text": "Done."}]
+
+
 @pytest.mark.parametrize("api", [CHAT_API, RESPONSES_API])
 @pytest.mark.parametrize("error", [{}, []])
 async def test_a_chunk_with_an_empty_error_fails_the_reply_as_pi_16_fails_it(

@@ -22,7 +22,15 @@ from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.replyorder import reply_json
 from tests import fake_anthropic, fake_openai
 from tests.fake_anthropic import FakeAnthropic
-from tests.fake_openai import MODEL, FakeOpenAI, completed, message_item, reasoning_item
+from tests.fake_openai import (
+    MODEL,
+    FakeOpenAI,
+    chat_reply,
+    chunk,
+    completed,
+    message_item,
+    reasoning_item,
+)
 from tests.test_system_messages import PI16, pi16_node
 from tests.waits import PROCESS_CEILING_S
 
@@ -77,6 +85,13 @@ ODD_REASONING = {"summary": [{"text": "Pensé \u2028 ✓", "type": "summary_text
                  "encrypted_content": "enc", "id": "rs_0", "zeta": 1.0, "type": "reasoning",
                  "status": None}
 
+def _chat_calls(calls: Any) -> Stream:
+    """A Chat Completions stream of a read call, then a delta whose tool_calls is `calls`."""
+    reply = chat_reply("Reading.", calls=[("call_r", "read", {"path": "a.txt"})])
+    reply.events.insert(-2, chunk({"tool_calls": calls}))
+    return Stream("chat", reply)
+
+
 STREAMS: dict[str, Stream] = {
     "responses, incomplete then completed": _responses(
         _terminal("incomplete", "content_filter"), _terminal("completed")),
@@ -90,11 +105,25 @@ STREAMS: dict[str, Stream] = {
     "responses, encrypted reasoning sent only at the end": _reasoning(
         {key: value for key, value in ODD_REASONING.items() if key != "encrypted_content"},
         {"type": "reasoning", "id": "rs_0", "encrypted_content": "late"}),
+    "chat, tool_calls a text": _chat_calls("ab\U0001F600"),
+    "chat, tool_calls of a number, a text, a list and true": _chat_calls([5, "x", [], True]),
+    "chat, tool_calls of null": _chat_calls([None]),
+    "chat, tool_calls an empty text": _chat_calls(""),
 }
 
 
 def _untimed(reply: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in reply.items() if key not in TIMES}
+
+
+def _ids_named(reply: dict[str, Any]) -> dict[str, Any]:
+    """pi's reply with the ids pi-lsp gives the calls a stream names none, on purpose:
+    `call_N`, N their place among the calls (pi keeps "", and two such calls are one to it)."""
+    calls = [block for block in reply["content"] if block["type"] == "toolCall"]
+    named = {id(call): f"call_{number}" for number, call in enumerate(calls) if not call["id"]}
+    content = [{**block, "id": named[id(block)]} if id(block) in named else block
+               for block in reply["content"]]
+    return {**reply, "content": content}
 
 
 def _pi16_replies(node: str, fake: FakeAnthropic, oai: FakeOpenAI) -> dict[str, Any]:
@@ -153,4 +182,4 @@ async def test_a_stream_is_read_as_pi_16_reads_it(name: str, fake: FakeAnthropic
                                                   oai: FakeOpenAI, pi_streams: dict[str, Any]
                                                   ) -> None:
     reply = await lsp_reply(STREAMS[name], fake, oai)
-    assert json.dumps(reply) == json.dumps(pi_streams[name])
+    assert json.dumps(reply) == json.dumps(_ids_named(pi_streams[name]))

@@ -574,9 +574,12 @@ class ChatReader:
         if js_truthy(calls) and not isinstance(calls, list | str):
             # pi 1.6 iterates any it holds true: of a number, true or an object that throws.
             raise ReplyFailed("choice.delta.tool_calls is not iterable")
-        for call in calls if isinstance(calls, list) else []:
-            if isinstance(call, dict):
-                events += self._tool_call(call)
+        # pi 1.6 reads each member (of a text, each character) as a call: one that is no
+        # object is a call of no id, name or arguments, and null throws.
+        for call in calls if isinstance(calls, list | str) else []:
+            if call is None:
+                raise ReplyFailed("Cannot read properties of null (reading 'index')")
+            events += self._tool_call(_object(call))
         finish = choice.get("finish_reason")
         if js_truthy(finish):  # an empty object or list too, as pi 1.6 holds them
             reply.raw_stop_reason = finish
