@@ -202,6 +202,28 @@ async def test_a_reply_too_long_for_a_session_entry_is_an_error_entry_without_co
     assert check_session(SessionTree.open(one.path)) == []
 
 
+async def test_a_value_nested_too_deep_to_write_fails_the_reply_without_it(rig, oai) -> None:
+    """A finish_reason nested 100,000 levels deep, read now as JSON.parse reads it (the event
+    failed as one pi-lsp could not read), would be kept in the reply as it came: too deep to
+    write (msgspec's RecursionError escaped the turn) or to read back. The reply is failed
+    without it, and the session stays whole."""
+    one = rig()
+    deep = "[" * 100_000 + "]" * 100_000
+    frames = sse(chunk({"role": "assistant", "content": "Hi"}), chunk(finish="DEEP"))
+    oai.script(Reply(raw=frames.replace(b'"DEEP"', deep.encode()) + b"data: [DONE]\n\n"),
+               chat_reply("fine"))
+    await one.harness.prompt("hi")
+    last = one.last()
+    assert (last["stopReason"], last["content"], "rawStopReason" in last) == ("error", [], False)
+    assert last["errorMessage"].startswith(
+        "The reply was left out: the server sent a value for it nested more than 196 levels "
+        "deep (pi-lsp could not read it back); it had failed: ")
+    assert isinstance(one.events[-1], AgentEnd)
+    await one.harness.prompt("again")
+    assert one.last()["content"] == [{"type": "text", "text": "fine"}]
+    assert check_session(SessionTree.open(one.path)) == []
+
+
 async def test_a_cut_connection_is_said_to_be_cut_not_unreachable(rig, oai) -> None:
     one = rig()
     oai.script(Reply([chunk({"content": "half an "}), chunk({"content": "answer"})], cut=True))
@@ -1365,3 +1387,29 @@ def test_an_integer_just_past_2_53_is_read_as_the_double_json_parse_makes() -> N
     if pi16_node() is not None:
         assert pi16_eval(f"process.stdout.write(JSON.stringify(JSON.parse({EDGE_INTEGERS!r})))"
                          ) == EDGE_INTEGERS_READ
+
+
+# JSON texts and errors in them, each read by the deep reader as json.loads reads it.
+DEEP_JSON = 10_000  # levels, past json.loads' recursion
+SHALLOW_JSON = ['{"a": [1, 2.5, -3e2, "x\\u00e9\\ud800", true, false, null, {}, [], {"b": []}],'
+                ' "a": 0, "c": 9007199254740993}', "[]", ' [ 1 , [ ] , { "k" : "v" } ] ', '"s"',
+                "12", "[1,]", "[1 2]", '{"a"}', '{"a":}', "[", "01", "[NaN]", '"\t"', '{"a":1}x',
+                "[-]", "1.", "[1e]", "{,}", "[,1]", '["\\x"]', "]"]
+
+
+@pytest.mark.parametrize("text", SHALLOW_JSON)
+def test_json_nested_past_pythons_parser_is_read_as_json_parse_reads_it(text: str) -> None:
+    """An event nested past about 1,000 levels failed the reply (json.loads' RecursionError,
+    "a reply pi-lsp cannot read"), where JSON.parse reads any depth: it is read without
+    recursion, as json.loads reads what it can (test_streams_pi16 has the streams)."""
+    deep = "[" * DEEP_JSON + text + "]" * DEEP_JSON
+    try:
+        expected: Any = event_json(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            event_json(deep)
+        return
+    read = event_json(deep)
+    for _ in range(DEEP_JSON):
+        [read] = read
+    assert msgspec.json.encode(read) == msgspec.json.encode(expected)

@@ -21,7 +21,7 @@ from pi_lsp.providers.registry import CHAT_API, RESPONSES_API, ModelInfo, ModelR
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.replyorder import reply_json
 from tests import fake_anthropic, fake_openai
-from tests.fake_anthropic import FakeAnthropic
+from tests.fake_anthropic import FakeAnthropic, message_end, message_start, text_block
 from tests.fake_openai import (
     MODEL,
     FakeOpenAI,
@@ -92,6 +92,34 @@ def _chat_calls(calls: Any) -> Stream:
     return Stream("chat", reply)
 
 
+DEEP = 100_000  # levels: past Python's parser (about 1,000), not JSON.parse's
+
+
+def _deep(event: dict[str, Any], at: int, named: bool = True) -> bytes:
+    """An SSE frame of `event` with a field `deep`, arrays nested DEEP levels, if `at` is 0;
+    `named`: the frame names its event (Chat Completions' do not)."""
+    data = json.dumps({**event, "deep": "DEEP"} if at == 0 else event)
+    data = data.replace('"DEEP"', "[" * DEEP + "]" * DEEP)
+    name = f"event: {event['type']}\n" if named else ""
+    return f"{name}data: {data}\n\n".encode()
+
+
+def _deep_stream(api: str) -> Stream:
+    """A stream of "Hi there" whose first text event has a field nested DEEP levels, which
+    neither reader reads."""
+    if api == "chat":
+        events = chat_reply("Hi", " there").events
+        frames = [_deep(e, at - 1, named=False) for at, e in enumerate(events)]
+        return Stream(api, fake_openai.Reply(raw=b"".join(frames) + b"data: [DONE]\n\n"))
+    if api == "responses":
+        events = [*message_item(0, "Hi", " there"), completed()]
+        return Stream(api, fake_openai.Reply(raw=b"".join(
+            _deep(e, at - 2) for at, e in enumerate(events))))
+    events = [message_start(), *text_block(0, "Hi", " there"), *message_end()]
+    return Stream(api, fake_anthropic.Reply(raw=b"".join(
+        _deep(e, at - 2) for at, e in enumerate(events))))
+
+
 STREAMS: dict[str, Stream] = {
     "responses, incomplete then completed": _responses(
         _terminal("incomplete", "content_filter"), _terminal("completed")),
@@ -109,6 +137,8 @@ STREAMS: dict[str, Stream] = {
     "chat, tool_calls of a number, a text, a list and true": _chat_calls([5, "x", [], True]),
     "chat, tool_calls of null": _chat_calls([None]),
     "chat, tool_calls an empty text": _chat_calls(""),
+    **{f"{api}, an event nested {DEEP:,} levels deep": _deep_stream(api)
+       for api in ("chat", "responses", "anthropic")},
 }
 
 

@@ -511,16 +511,39 @@ REPLY_LEFT_OUT = ("The reply's content was left out: its session entry would tak
                   "more than the {limit} one line holds (pi-lsp could not read it back)")
 
 
+REPLY_TOO_DEEP = ("The reply was left out: the server sent a value for it nested more than "
+                  "{limit} levels deep (pi-lsp could not read it back)")
+
+
+def _too_deep(message: AssistantMessage) -> bool:
+    """Whether a value the server sent, kept as it came (an id, a stop reason, a diagnostic, a
+    call's name or namespace), nests past what a session line holds: read at any depth (as
+    JSON.parse reads it), it could be neither written nor read back."""
+    kept = [message.response_id, message.raw_stop_reason, message.diagnostics,
+            *[[block.name, block.namespace] for block in message.content
+              if isinstance(block, ToolCall)]]
+    return nesting(kept) > MAX_ARGUMENT_NESTING
+
+
 def fitted_to_entry(message: AssistantMessage) -> AssistantMessage:
     """`message`, or when its entry would pass the longest line a session holds, the reply
     failed with its size and without its content: unwritable, it was lost and the run ended
     in the write's error. The content is dropped, not cut to fit: a failed reply never goes
     back to the model, its calls never run, and most of 64 MB on one line would only slow
-    every reading of the session. A failure it had already is kept after the size."""
+    every reading of the session. A failure it had already is kept after the size. A reply
+    holding a value nested too deep to write is failed, without it, the same way."""
+    if _too_deep(message):
+        return _left_out(msgspec.structs.replace(
+            message, response_id=None, raw_stop_reason=None, diagnostics=None),
+            REPLY_TOO_DEEP.format(limit=MAX_ARGUMENT_NESTING))
     size = len(encoder.encode(message))
     if size <= MAX_LINE_BYTES - ENTRY_OVERHEAD:
         return message
-    reason = REPLY_LEFT_OUT.format(size=size, limit=MAX_LINE_BYTES)
+    return _left_out(message, REPLY_LEFT_OUT.format(size=size, limit=MAX_LINE_BYTES))
+
+
+def _left_out(message: AssistantMessage, reason: str) -> AssistantMessage:
+    """`message` failed for `reason`, without its content; a failure it had is kept after."""
     if message.error_message:
         reason = f"{reason}; it had failed: {cut_error_text(message.error_message)}"
     stop = "aborted" if message.stop_reason == "aborted" else "error"

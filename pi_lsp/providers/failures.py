@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pi_lsp.providers.base_url import masked_passwords
+from pi_lsp.providers.deep_json import deep_loads
 
 MAX_BODY_CHARS = 4000  # pi-ai 1.6 MAX_PROVIDER_ERROR_BODY_CHARS: retries read the reason
 
@@ -78,9 +79,11 @@ def _parsed_integer(text: str) -> int | float:
 def event_json(data: str) -> Any:
     """A stream event's data as pi's SDKs read it (JSON.parse): NaN and Infinity, which
     Python's json reads, make it no JSON, so the reply fails as pi's does; integers are
-    doubles."""
+    doubles; any depth is read."""
     try:
         return json.loads(data, parse_constant=_refuse, parse_int=_parsed_integer)
+    except RecursionError:  # nested past Python's parser, never past JSON.parse
+        return deep_loads(data, _parsed_integer)
     except _Constant as error:
         # parse_constant is not told where: the first occurrence is near enough to show.
         raise json.JSONDecodeError(f"{error} is not JSON", data, data.find(str(error))
