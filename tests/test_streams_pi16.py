@@ -21,10 +21,17 @@ from pi_lsp.providers.registry import CHAT_API, RESPONSES_API, ModelInfo, ModelR
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.replyorder import reply_json
 from tests import fake_anthropic, fake_openai
-from tests.fake_anthropic import FakeAnthropic, message_end, message_start, text_block
+from tests.fake_anthropic import (
+    FakeAnthropic,
+    message_end,
+    message_start,
+    text_block,
+    tool_block,
+)
 from tests.fake_openai import (
     MODEL,
     FakeOpenAI,
+    call_item,
     chat_reply,
     chunk,
     completed,
@@ -120,6 +127,36 @@ def _deep_stream(api: str) -> Stream:
         _deep(e, at - 2) for at, e in enumerate(events))))
 
 
+def _call_with(api: str, arguments: str) -> Stream:
+    """A stream of one read call whose arguments are `arguments`, as the model wrote them."""
+    if api == "chat":
+        call = {"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "read", "arguments": arguments}}
+        return Stream(api, fake_openai.Reply([chunk({"role": "assistant", "content": None}),
+                                              chunk({"tool_calls": [call]}),
+                                              chunk(finish="tool_calls")]))
+    if api == "responses":
+        added, delta, *_, done = call_item(0, "call_1", "read", {})
+        done["item"]["arguments"] = arguments
+        return Stream(api, fake_openai.Reply([added, {**delta, "delta": arguments}, done,
+                                              completed()]))
+    start, *_, stop_block = tool_block(0, "toolu_1", "read", {})
+    delta = {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "input_json_delta", "partial_json": arguments}}
+    return Stream(api, fake_anthropic.Reply([message_start(), start, delta, stop_block,
+                                             *message_end("tool_use")]))
+
+
+# Arguments JSON.parse refuses, each in V8's words: cut short, a missing colon, a misspelt
+# word, NaN, one pi mends first (its `\d`) and then refuses, an unexpected token shown in a
+# stretch of a long text, a line and column past a line break, a character past U+FFFF.
+BAD_ARGUMENTS = {"cut short": '{"path": "a', "no colon": '{"path" "a.txt"}',
+                 "a misspelt word": '{"path": tru}', "NaN": '{"path": "a", "limit": NaN}',
+                 "mended, then refused": '{"path": "a\\d", "limit": }',
+                 "a token in a long text": '{"path": "a.txt", "offset": 1, "limit": x10}',
+                 "a line break": '{\n  "path": "a.txt"\n  "limit": 3\n}',
+                 "past U+FFFF": '{"path": "\U0001F600", "x": \U0001F600}'}
+
 STREAMS: dict[str, Stream] = {
     "responses, incomplete then completed": _responses(
         _terminal("incomplete", "content_filter"), _terminal("completed")),
@@ -139,6 +176,8 @@ STREAMS: dict[str, Stream] = {
     "chat, tool_calls an empty text": _chat_calls(""),
     **{f"{api}, an event nested {DEEP:,} levels deep": _deep_stream(api)
        for api in ("chat", "responses", "anthropic")},
+    **{f"{api}, arguments JSON.parse refuses: {case}": _call_with(api, arguments)
+       for api in ("chat", "responses", "anthropic") for case, arguments in BAD_ARGUMENTS.items()},
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol, TypeGuard
 import msgspec
 
 from pi_lsp.providers.failures import ReplyFailed, cut_error_text
+from pi_lsp.providers.json_errors import json_parse_error
 from pi_lsp.providers.partial_json import partial_value
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import (
@@ -611,19 +612,29 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
         return {}, None
     try:
         try:
-            value = json.loads(text, parse_constant=refuse_constant)
-        except json.JSONDecodeError:
+            value = _js_parsed(text)
+        except ValueError:
             repaired = repaired_json(text)
             if repaired == text:
                 raise
-            value = json.loads(repaired, parse_constant=refuse_constant)
+            value = _js_parsed(repaired)
         if not isinstance(value, dict):
             raise ValueError("Tool arguments must be a JSON object")
         if nesting(value) > MAX_ARGUMENT_NESTING:
             raise ValueError(TOO_DEEP)
-    except (ValueError, RecursionError) as error:
+    except RecursionError:  # past Python's parser, and so past what a session line holds
+        return {}, f"{TOO_DEEP}\n\nReceived arguments:\n{text}"
+    except ValueError as error:
         return {}, f"{error}\n\nReceived arguments:\n{text}"
     return value, None
+
+
+def _js_parsed(text: str) -> Any:
+    """`text` as JSON.parse reads it, else a ValueError in its words (V8's)."""
+    try:
+        return json.loads(text, parse_constant=refuse_constant)
+    except ValueError as error:
+        raise ValueError(json_parse_error(text) or str(error)) from None
 
 
 _ESCAPED = frozenset('"\\/bfnrt')
