@@ -35,6 +35,8 @@ from tests.fake_anthropic import (
     text_block,
     text_reply,
 )
+from tests.fake_openai import FakeOpenAI
+from tests.test_streams_pi16 import Stream, pi16_reply
 
 SONNET = "claude-sonnet-4-5"
 REGISTRY = ModelRegistry()
@@ -796,18 +798,22 @@ ODD_SHAPES = [sse_frame(event) for event in (
 
 @pytest.mark.asyncio
 async def test_events_deltas_and_indexes_of_other_types_are_skipped_as_pi_16_skips_them(
-        fake: FakeAnthropic) -> None:
+        fake: FakeAnthropic, oai: FakeOpenAI) -> None:
     """A delta or an event that was a number or text, or an index that was an object, failed
     the whole reply ("cannot read (AttributeError: 'int' object has no attribute 'type')"),
     which pi 1.6 reads on: found by fuzzing the stream."""
-    reply = await read_back(fake, fake_anthropic.Reply(raw=b"".join(ODD_SHAPES)))
+    stream = fake_anthropic.Reply(raw=b"".join(ODD_SHAPES))
+    reply = await read_back(fake, stream)
     assert (reply.stop_reason, reply.error_message) == ("stop", None)
     assert reply.content == [TextContent(text="Hello"), TextContent(text="")]
+    if (pi := pi16_reply(Stream("anthropic", stream), fake, oai)) is not None:
+        assert (pi["stopReason"], pi["content"]) == (
+            "stop", [{"type": "text", "text": "Hello"}, {"type": "text", "text": ""}])
 
 
 @pytest.mark.asyncio
 async def test_a_usage_or_message_delta_of_another_type_is_read_as_pi_16_reads_it(
-        fake: FakeAnthropic) -> None:
+        fake: FakeAnthropic, oai: FakeOpenAI) -> None:
     """A message_start whose usage was a text, or a message_delta whose delta was a number,
     failed the reply with "cannot read (AttributeError: 'str' object has no attribute
     'input_tokens')"; pi 1.6 reads no counts of the one and no stop reason of the other
@@ -815,26 +821,40 @@ async def test_a_usage_or_message_delta_of_another_type_is_read_as_pi_16_reads_i
     the stream."""
     start = message_start()
     start["message"]["usage"] = ""
-    counted = await streamed(fake, start, *text_block(0, "Hi"), stop("end_turn"))
+    uncounted = [start, *text_block(0, "Hi"), stop("end_turn"), {"type": "message_stop"}]
+    counted = await streamed(fake, *uncounted[:-1])
     assert (counted.stop_reason, counted.error_message) == ("stop", None)
     assert (counted.usage.input, counted.usage.output) == (0, 0)
-    unsaid = await streamed(fake, message_start(), *text_block(0, "Hi"),
-                            {**stop("end_turn"), "delta": 5})
+    unsaid_events = [message_start(), *text_block(0, "Hi"), {**stop("end_turn"), "delta": 5},
+                     {"type": "message_stop"}]
+    unsaid = await streamed(fake, *unsaid_events[:-1])
     assert (unsaid.stop_reason, unsaid.error_message) == (
         "error", "Anthropic: stream ended without a stop reason")
     assert unsaid.content == [TextContent(text="Hi")]
+    counted_pi, unsaid_pi = (pi16_reply(Stream("anthropic", fake_anthropic.Reply(events)),
+                                        fake, oai) for events in (uncounted, unsaid_events))
+    if counted_pi is not None and unsaid_pi is not None:  # pi's words for it are its own
+        assert (counted_pi["stopReason"], counted_pi["usage"]["input"],
+                counted_pi["usage"]["output"]) == ("stop", 0, 0)
+        assert (unsaid_pi["stopReason"], unsaid_pi["content"]) == (
+            "error", [{"type": "text", "text": "Hi"}])
 
 
 @pytest.mark.asyncio
-async def test_integers_past_2_53_are_read_as_json_parse_reads_them(fake: FakeAnthropic) -> None:
+async def test_integers_past_2_53_are_read_as_json_parse_reads_them(fake: FakeAnthropic,
+                                                                    oai: FakeOpenAI) -> None:
     """A response id of 10**30 was kept exact and written as its 31 digits, which pi 1.6
     reads as 1e+30 while pi-lsp read back the exact integer: the two read the entry
     differently (pi 1.6 writes the double it parsed). Found by fuzzing the stream."""
     start = message_start()
     start["message"]["id"] = 10**30
-    reply = await streamed(fake, start, *text_block(0, "Hi"), stop("end_turn"))
+    events = [start, *text_block(0, "Hi"), stop("end_turn"), {"type": "message_stop"}]
+    reply = await streamed(fake, *events[:-1])
     assert type(reply.response_id) is float and reply.response_id == 1e30
     assert msgspec.json.decode(msgspec.json.encode(reply))["responseId"] == 1e30
+    if (pi := pi16_reply(Stream("anthropic", fake_anthropic.Reply(events)), fake, oai)
+            ) is not None:
+        assert pi["responseId"] == 1e30
 
 
 @pytest.mark.asyncio

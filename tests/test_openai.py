@@ -79,6 +79,7 @@ from tests.fake_openai import (
     responses_reply,
     usage_chunk,
 )
+from tests.test_streams_pi16 import Stream, pi16_reply
 from tests.test_system_messages import pi16_eval, pi16_node
 from tests.waits import CEILING_S, run_cli, until
 
@@ -527,23 +528,26 @@ async def test_a_chat_error_event_typed_error_fails_the_reply_too(make_rig, oai)
     ({"a": 1}, "[object Object]"), (True, "true"), (2**63, "9223372036854776000"),
     ([1, "x"], "1,x"), ([], ""), ({}, "[object Object]")])
 async def test_a_finish_reason_of_another_type_is_told_as_pi_16_tells_it(
-        make_rig, oai, finish: Any, told: str) -> None:
+        make_rig, fake, oai, finish: Any, told: str) -> None:
     """A finish_reason that was no text was told in Python's words ("{'a': 1}", "True"), and
     an empty object or list was taken for none (the reply saved as a success); pi 1.6 writes
     it with String() and fails the reply on any it holds true (/tmp/fuzz-work/pi16_turns.mjs).
     Found by fuzzing the stream."""
     rig = make_rig()
-    oai.script(Reply([chunk({"role": "assistant", "content": "Hi"}), chunk(finish=finish),
-                      usage_chunk(1, 1)]))
+    stream = Reply([chunk({"role": "assistant", "content": "Hi"}), chunk(finish=finish),
+                    usage_chunk(1, 1)])
+    oai.script(stream)
     await rig.harness.prompt("hi")
     reply = rig.messages()[-1]
-    assert (reply["stopReason"], reply["errorMessage"]) == (
-        "error", f"Provider finish_reason: {told}")
+    expected = ("error", f"Provider finish_reason: {told}")
+    assert (reply["stopReason"], reply["errorMessage"]) == expected
+    if (pi := pi16_reply(Stream("chat", stream), fake, oai)) is not None:
+        assert (pi["stopReason"], pi["errorMessage"]) == expected
 
 
 @pytest.mark.parametrize("calls", [7, True, {}, {"0": {"id": "call_1"}}])
 async def test_tool_calls_that_are_no_list_fail_the_reply_as_pi_16_fails_it(
-        make_rig, oai, calls: Any) -> None:
+        make_rig, fake, oai, calls: Any) -> None:
     """A delta whose tool_calls was a number, true or an object was passed over and the
     reply's other calls were run; pi 1.6 iterates it and throws ("choice.delta.tool_calls is
     not iterable", /tmp/fuzz-work/pi16_turns.mjs). Found by fuzzing the stream."""
@@ -554,8 +558,10 @@ async def test_tool_calls_that_are_no_list_fail_the_reply_as_pi_16_fails_it(
     oai.script(reply)
     await rig.harness.prompt("look")
     assert [m["role"] for m in rig.messages()] == ["user", "assistant"]  # nothing was run
-    assert (rig.messages()[-1]["stopReason"], rig.messages()[-1]["errorMessage"]) == (
-        "error", "choice.delta.tool_calls is not iterable")
+    expected = ("error", "choice.delta.tool_calls is not iterable")
+    assert (rig.messages()[-1]["stopReason"], rig.messages()[-1]["errorMessage"]) == expected
+    if (pi := pi16_reply(Stream("chat", reply), fake, oai)) is not None:
+        assert (pi["stopReason"], pi["errorMessage"]) == expected
 
 
 async def test_tool_calls_that_are_no_objects_are_answered_as_calls_of_no_tool(make_rig, oai
@@ -580,20 +586,22 @@ async def test_tool_calls_that_are_no_objects_are_answered_as_calls_of_no_tool(m
 @pytest.mark.parametrize("api", [CHAT_API, RESPONSES_API])
 @pytest.mark.parametrize("error", [{}, []])
 async def test_a_chunk_with_an_empty_error_fails_the_reply_as_pi_16_fails_it(
-        make_rig, oai, api: str, error: Any) -> None:
+        make_rig, fake, oai, api: str, error: Any) -> None:
     """A chunk whose `error` was {} or [] was read on (Python holds them false), and the reply
     saved as a success; pi 1.6's SDK throws on it (JavaScript holds them true) and the reply
     fails with "{}" or "[]" (/tmp/fuzz-work/pi16_turns.mjs). Found by fuzzing the stream."""
     rig = make_rig(api=api)
     odd = sse({"error": error})
-    if api == CHAT_API:
-        oai.script(Reply([chunk({"content": "partial"})], raw=odd + sse(chunk(finish="stop"))))
-    else:
-        oai.script(Reply(message_item(0, "partial")[:3], raw=odd + sse(completed())))
+    stream = Reply([chunk({"content": "partial"})], raw=odd + sse(chunk(finish="stop"))) \
+        if api == CHAT_API else Reply(message_item(0, "partial")[:3], raw=odd + sse(completed()))
+    oai.script(stream)
     await rig.harness.prompt("hi")
+    expected = ("error", json.dumps(error), [{"type": "text", "text": "partial"}])
     reply = rig.messages()[-1]
-    assert (reply["stopReason"], reply["errorMessage"]) == ("error", json.dumps(error))
-    assert reply["content"] == [{"type": "text", "text": "partial"}]
+    assert (reply["stopReason"], reply["errorMessage"], reply["content"]) == expected
+    if (pi := pi16_reply(Stream("chat" if api == CHAT_API else "responses", stream), fake, oai)
+            ) is not None:
+        assert (pi["stopReason"], pi["errorMessage"], pi["content"]) == expected
 
 
 # Not UTF-8: a lone lead byte, a surrogate's three bytes, a 4-byte character cut short; Node's
@@ -873,19 +881,22 @@ ODD_RESPONSES = [
 ]
 
 
-async def test_what_comes_after_an_item_is_done_is_not_added_to_it(oai) -> None:
+async def test_what_comes_after_an_item_is_done_is_not_added_to_it(fake, oai) -> None:
     """A text delta after its item's output_item.done was added to the finished text ("Hello"
     became "Hellolo"); pi 1.6 forgets the item once done, so the delta is dropped, and the
     item done again is a new one (pi 1.6's reply: /tmp/fuzz-work/pi16_turns.mjs). Found by
     fuzzing the stream (events reordered)."""
     *streaming, late, done = message_item(0, "Hel", "lo")
-    reply = await read_responses(oai, *streaming, done, late, done, completed())
+    events = [*streaming, done, late, done, completed()]
+    reply = await read_responses(oai, *events)
     signature = '{"v":1,"id":"msg_0"}'
     assert reply.content == [TextContent(text="Hello", text_signature=signature)] * 2
+    if (pi := pi16_reply(Stream("responses", Reply(events)), fake, oai)) is not None:
+        assert pi["content"] == [{"type": "text", "text": "Hello", "textSignature": signature}] * 2
 
 
-async def test_parts_of_a_finished_item_of_other_types_are_read_as_pi_16_reads_them(oai
-                                                                                   ) -> None:
+async def test_parts_of_a_finished_item_of_other_types_are_read_as_pi_16_reads_them(
+        fake, oai) -> None:
     """A finished message or reasoning item whose part was a text or a number, or whose text
     was a number, failed the whole reply ("cannot read (AttributeError: 'str' object has no
     attribute 'type')"); pi 1.6 joins what it reads of each part (none of a text: "", 5 as
@@ -895,25 +906,34 @@ async def test_parts_of_a_finished_item_of_other_types_are_read_as_pi_16_reads_t
     message = message_item(1, "Hello")
     message[-1]["item"]["content"] = ["odd", {"type": "output_text", "text": "Hi"}, 7,
                                       {"type": "refusal", "refusal": 0}]
-    reply = await read_responses(oai, *reasoning, *message, completed())
+    events = [*reasoning, *message, completed()]
+    reply = await read_responses(oai, *events)
     assert (reply.stop_reason, reply.error_message) == ("stop", None)
     assert [getattr(block, "thinking", None) or getattr(block, "text", None)
             for block in reply.content] == ["\n\n5", "Hi0"]
+    if (pi := pi16_reply(Stream("responses", Reply(events)), fake, oai)) is not None:
+        assert (pi["stopReason"], [block.get("thinking") or block.get("text")
+                                   for block in pi["content"]]) == ("stop", ["\n\n5", "Hi0"])
 
 
 @pytest.mark.parametrize("response", ["x", 1.5, []])
 async def test_a_created_event_whose_response_is_no_object_is_read_as_pi_16_reads_it(
-        oai, response: Any) -> None:
+        fake, oai, response: Any) -> None:
     """A response.created whose response was a text, a number or a list failed the whole
     reply ("cannot read (AttributeError: 'str' object has no attribute 'id')"); pi 1.6 reads
     no id of it and reads on (/tmp/fuzz-work/pi16_turns.mjs). Found by fuzzing the stream."""
-    created = {"type": "response.created", "response": response}
-    reply = await read_responses(oai, created, *message_item(0, "Hello"), completed())
+    events = [{"type": "response.created", "response": response}, *message_item(0, "Hello"),
+              completed()]
+    reply = await read_responses(oai, *events)
     assert (reply.stop_reason, reply.error_message, reply.response_id) == ("stop", None, "resp_1")
     assert reply.content == [TextContent(text="Hello", text_signature='{"v":1,"id":"msg_0"}')]
+    if (pi := pi16_reply(Stream("responses", Reply(events)), fake, oai)) is not None:
+        assert (pi["stopReason"], pi.get("errorMessage"), pi["responseId"]) == (
+            "stop", None, "resp_1")
 
 
-async def test_odd_shapes_of_responses_events_are_read_as_pi_16_reads_them(oai) -> None:
+async def test_odd_shapes_of_responses_events_are_read_as_pi_16_reads_them(fake, oai
+                                                                          ) -> None:
     """An event or an item that was a number or a text, or an output_index that was an object,
     failed the whole reply ("cannot read (AttributeError: 'int' object has no attribute
     'type')"), which pi 1.6 reads on; and a call whose output_item.done said it was a message
@@ -924,6 +944,13 @@ async def test_odd_shapes_of_responses_events_are_read_as_pi_16_reads_them(oai) 
     call = await read_responses(oai, raw=responses_frames(*ODD_RESPONSES[1]))
     assert call.stop_reason == "error" and call.error_message == (
         "ollama: the stream completed with an unfinished tool call: read (call_1|fc_0)")
+    odd_pi, call_pi = (pi16_reply(Stream("responses", Reply(raw=responses_frames(*events))),
+                                  fake, oai) for events in ODD_RESPONSES)
+    if odd_pi is not None and call_pi is not None:  # pi names the API where pi-lsp the provider
+        assert (odd_pi["stopReason"], odd_pi["content"]) == ("stop", [
+            {"type": "text", "text": "Hello", "textSignature": '{"v":1,"id":"msg_0"}'}])
+        assert (call_pi["stopReason"], call_pi["errorMessage"]) == ("error", (
+            "OpenAI Responses stream completed with an unfinished tool call: read (call_1|fc_0)"))
 
 
 async def test_an_item_done_without_its_start_is_kept(oai) -> None:

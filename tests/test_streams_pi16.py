@@ -195,18 +195,29 @@ def _ids_named(reply: dict[str, Any]) -> dict[str, Any]:
     return {**reply, "content": content}
 
 
-def _pi16_replies(node: str, fake: FakeAnthropic, oai: FakeOpenAI) -> dict[str, Any]:
+def _pi16_read(node: str, streams: list[Stream], fake: FakeAnthropic, oai: FakeOpenAI
+               ) -> list[dict[str, Any]]:
     """pi 1.6's reply to each stream, untimed, all read by one run of pi16_turns.mjs."""
     pairs: list[str] = []
-    for stream in STREAMS.values():
+    for stream in streams:
         pairs += [stream.api, (fake if stream.api == "anthropic" else oai).url]
-    fake.script(*[s.reply for s in STREAMS.values() if isinstance(s.reply, fake_anthropic.Reply)])
-    oai.script(*[s.reply for s in STREAMS.values() if isinstance(s.reply, fake_openai.Reply)])
+    fake.script(*[s.reply for s in streams if isinstance(s.reply, fake_anthropic.Reply)])
+    oai.script(*[s.reply for s in streams if isinstance(s.reply, fake_openai.Reply)])
     run = subprocess.run([node, str(TURNS), str(PI16 / "@earendil-works"), *pairs],
                          capture_output=True, text=True, timeout=PROCESS_CEILING_S)
     assert run.returncode == 0, run.stderr
-    return {name: _untimed(reply) for name, reply in zip(STREAMS, json.loads(run.stdout),
-                                                         strict=True)}
+    return [_untimed(reply) for reply in json.loads(run.stdout)]
+
+
+def _pi16_replies(node: str, fake: FakeAnthropic, oai: FakeOpenAI) -> dict[str, Any]:
+    return dict(zip(STREAMS, _pi16_read(node, list(STREAMS.values()), fake, oai), strict=True))
+
+
+def pi16_reply(stream: Stream, fake: FakeAnthropic, oai: FakeOpenAI) -> dict[str, Any] | None:
+    """pi 1.6's reply to `stream` as it writes it, untimed (None: pi 1.6 is not installed),
+    for tests that hold pi-lsp to answers of pi's stored by hand."""
+    node = pi16_node()
+    return None if node is None else _pi16_read(node, [stream], fake, oai)[0]
 
 
 @pytest.fixture(scope="module")
