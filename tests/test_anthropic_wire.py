@@ -4,6 +4,7 @@ stream read back as pi 1.6 reads it."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import AsyncIterator
 from typing import Any
@@ -859,16 +860,22 @@ async def test_integers_past_2_53_are_read_as_json_parse_reads_them(fake: FakeAn
 
 @pytest.mark.asyncio
 async def test_an_event_holding_nan_fails_the_reply_as_json_parse_refuses_it(
-        fake: FakeAnthropic) -> None:
+        fake: FakeAnthropic, oai: FakeOpenAI) -> None:
     """A text delta of a bare NaN was read by Python's json and written as the text "NaN";
-    pi's SDK (JSON.parse) throws on the event and the reply fails."""
-    reply = await streamed(fake, message_start(), *text_block(0)[:1],
-                           delta(0, type="text_delta", text=float("nan")), *text_block(0)[-1:],
-                           stop("end_turn"))
+    pi's SDK (JSON.parse) throws on the event and the reply fails, in V8's words (pi-lsp's
+    were Python's, "NaN is not JSON in JSON at position 82 …")."""
+    events = [message_start(), *text_block(0)[:1], delta(0, type="text_delta", text=float("nan")),
+              *text_block(0)[-1:], stop("end_turn"), {"type": "message_stop"}]
+    reply = await streamed(fake, *events[:-1])
     assert reply.stop_reason == "error" and reply.content == [TextContent(text="")]
-    assert reply.error_message and reply.error_message.startswith(
-        "Could not parse Anthropic SSE event content_block_delta: NaN is not JSON in JSON at "
-        "position ")
+    data = json.dumps(events[2])
+    words = ("Could not parse Anthropic SSE event content_block_delta: Unexpected token 'N', "
+             f'...", "text": NaN}}}}" is not valid JSON; data={data}; '
+             f"raw=event: content_block_delta\\ndata: {data}")
+    assert reply.error_message == words
+    if (pi := pi16_reply(Stream("anthropic", fake_anthropic.Reply(events)), fake, oai)
+            ) is not None:
+        assert (pi["stopReason"], pi["errorMessage"]) == ("error", words)
 
 
 @pytest.mark.asyncio

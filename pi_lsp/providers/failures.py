@@ -15,6 +15,7 @@ from typing import Any
 
 from pi_lsp.providers.base_url import masked_passwords
 from pi_lsp.providers.deep_json import deep_loads
+from pi_lsp.providers.json_errors import json_parse_error
 
 MAX_BODY_CHARS = 4000  # pi-ai 1.6 MAX_PROVIDER_ERROR_BODY_CHARS: retries read the reason
 
@@ -56,8 +57,9 @@ class MalformedEvent(Exception):
 
 
 def parse_failure(error: json.JSONDecodeError) -> str:
-    """Why JSON.parse refused an event, as V8 says where (Python's words for what)."""
-    return f"{error.msg} in JSON at position {error.pos} (line {error.lineno} column {error.colno})"
+    """Why JSON.parse refused an event, in its words (V8's)."""
+    return json_parse_error(error.doc) or \
+        f"{error.msg} in JSON at position {error.pos} (line {error.lineno} column {error.colno})"
 
 
 class _Constant(ValueError):
