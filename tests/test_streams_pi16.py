@@ -157,6 +157,13 @@ BAD_ARGUMENTS = {"cut short": '{"path": "a', "no colon": '{"path" "a.txt"}',
                  "a line break": '{\n  "path": "a.txt"\n  "limit": 3\n}',
                  "past U+FFFF": '{"path": "\U0001F600", "x": \U0001F600}'}
 
+def _error_event(message: str) -> Stream:
+    """A Responses `error` event whose message is the JSON `message`, its fields in an order
+    of the server's, one the SDK does not know, a non-ASCII name and a 1.0 among them."""
+    data = f'{{"type": "error", "message": {message}, "code": "c", "param": null, "z\\u00e9": 1.0}}'
+    return Stream("responses", fake_openai.Reply(raw=f"event: error\ndata: {data}\n\n".encode()))
+
+
 STREAMS: dict[str, Stream] = {
     "responses, incomplete then completed": _responses(
         _terminal("incomplete", "content_filter"), _terminal("completed")),
@@ -174,6 +181,9 @@ STREAMS: dict[str, Stream] = {
     "chat, tool_calls of a number, a text, a list and true": _chat_calls([5, "x", [], True]),
     "chat, tool_calls of null": _chat_calls([None]),
     "chat, tool_calls an empty text": _chat_calls(""),
+    **{f"responses, an error event whose message is {what}": _error_event(message)
+       for what, message in (("a list", '["a", 1.0]'), ("empty", '""'), ("0", "0"),
+                             ("an object", '{"b": "\\u00e9"}'))},
     **{f"{api}, an event nested {DEEP:,} levels deep": _deep_stream(api)
        for api in ("chat", "responses", "anthropic")},
     **{f"{api}, arguments JSON.parse refuses: {case}": _call_with(api, arguments)

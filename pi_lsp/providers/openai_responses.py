@@ -54,7 +54,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
-from pi_lsp.session.jsontext import js_field, js_string, stringify
+from pi_lsp.session.jsontext import js_field, js_string, js_truthy, stringify
 from pi_lsp.session.systemfields import listed_tools, name_key
 
 MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
@@ -413,13 +413,14 @@ def failure_of(response: Any) -> str:
 def error_event_text(event: Any) -> str:
     """An `error` event's failure as pi 1.6 words it (its SDK throws on the event): the message
     alone, else the event as JSON, cut as an error body is. Its code stays out: "server_error:
-    boom" would be retried, and pi's "boom" is not."""
-    message = getattr(event, "message", None)
-    if isinstance(message, str) and message:
-        return cut_error_text(message)
+    boom" would be retried, and pi's "boom" is not. A message of another type that JavaScript
+    holds true is written as JSON, and the event as the server sent it (pi's APIError)."""
+    sent = sent_json(event)
+    message = sent.get("message") if isinstance(sent, dict) else getattr(event, "message", None)
+    if js_truthy(message):
+        return cut_error_text(message if isinstance(message, str) else stringify(message))
     # No warnings: pydantic prints one on stderr, the log, for each field of an odd type.
-    fields = event.to_dict(warnings=False)
-    return cut_error_text(json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
+    return cut_error_text(stringify(event.to_dict(warnings=False) if sent is None else sent))
 
 
 def reasoning_removals(transformations: Any) -> list[dict[str, Any]]:
