@@ -204,6 +204,7 @@ class AskingPrompt:
     task: asyncio.Task[dict[str, Any]]
     answered: asyncio.Event
     started: list[tuple[Any, ...]]  # the turns it started: (uri, session, harness, args, ...)
+    opened: list[Path]  # each open of its session, as the server's open_tree: loaded
 
 
 async def prompt_asking(hub: SessionHub, path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -216,16 +217,19 @@ async def prompt_asking(hub: SessionHub, path: Path, monkeypatch: pytest.MonkeyP
         return PromptAttachments([], [])
 
     async def open_tree(_uri: str) -> Path:
+        opened.append(path)
+        await hub.load(path)
         return path
 
     started: list[tuple[Any, ...]] = []
+    opened: list[Path] = []
     monkeypatch.setattr(runs, "prompt_attachments", asked)
     server = SimpleNamespace(hub=hub, files=None, tell=lambda _text: None, open_tree=open_tree,
                              runs=SimpleNamespace(start_turn=lambda *args: started.append(args)))
     task = asyncio.create_task(runs.prompt(server, PromptArgs(uri=path.as_uri(), text="hi",
                                                               delivery=delivery)))
     await asyncio.wait_for(asking.wait(), CEILING_S)
-    return AskingPrompt(task, answered, started)
+    return AskingPrompt(task, answered, started, opened)
 
 
 async def test_a_prompt_whose_session_went_while_it_asked_is_not_run(
@@ -829,3 +833,33 @@ async def test_a_preview_while_a_large_view_is_built_leaves_the_tree_to_the_buil
     gate.release.set()
     await first
     assert tree.leaf_id == "late0" and len(tree.records) == count + 1
+
+
+async def test_a_follow_up_whose_run_ended_as_a_large_view_is_built_waits_for_the_view(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follow-up asked about its attachment finds its run ended and claims a turn of its
+    own; a getTree meanwhile (the editor drawing the ended run) builds the large view in a
+    worker thread. The turn starts once the view is built, not while the worker folds the
+    tree it would append to."""
+    large = path.with_name("large.jsonl")
+    large.write_bytes(b"".join([path.read_bytes().splitlines(True)[0],
+                                *entries(hub_module.BACKGROUND_VIEW_ENTRIES + 1, "e")]))
+    hub = SessionHub([tmp_path], Config())
+    await hub.load(large)
+    running = hub.harness(large)
+    hub.claim_turn(large)
+    running.phase = "turn"
+    prompt = await prompt_asking(hub, large, monkeypatch, delivery="followUp")
+    running.phase = "idle"  # the run ends
+    hub.held(large).release()
+    gate = GatedViews(monkeypatch)
+    drawn = asyncio.create_task(hub.view(large, limit=300))
+    await until(gate.entered.is_set, "the large tree's view to be built in a worker thread")
+    prompt.answered.set()
+    await until(lambda: prompt.task.done() or len(prompt.opened) == 2,
+                "the prompt to start its turn or open its session again")
+    assert prompt.started == []  # no turn appends to the tree the worker folds
+    gate.release.set()
+    await drawn
+    await prompt.task
+    assert len(prompt.started) == 1

@@ -47,6 +47,8 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
             behind.asking.pop(gathering, None)
     for refusal in attached.refused:
         ls.tell(refusal)
+    if behind is not None and not behind.turn_open:  # a turn of its own: not on a tree a
+        await ls.open_tree(args.uri)  # worker folds for a view (`load` waits for that)
     if behind is not None and behind.turn_open:  # wherever its file went while it was asked
         behind.join_turn(args.delivery, args.text, prompt_images(args),
                          attached.rendered or None)
