@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import inspect
 import json
 import math
 import random
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -1403,3 +1405,36 @@ def test_id_less_nodes_beside_half_an_emoji_are_placed(tmp_path: Path) -> None:
         {"type": "custom", "customType": "note", "parentId": "a", "data": "half \udc00"}])
     assert json.loads(msgspec.json.encode(nested_tree(tree))) == [
         {"id": "a", "label": None, "children": [{"label": None, "children": []}]}]
+
+
+def test_a_path_asked_in_a_worker_thread_is_the_one_asked_while_the_loop_asks_another(
+        tmp_path: Path) -> None:
+    """A large view is folded in a worker thread (hub.view) while the loop answers a preview
+    or a diff of the same tree: the worker, handed the path it kept, must not read back the
+    one the loop kept meanwhile (the path to the previewed entry drawn as the current one)."""
+    tree = write_session(tmp_path / "s.jsonl", [msg("a", None), msg("b", "a"), msg("c", "a")])
+    lines, first = inspect.getsourcelines(SessionTree._held)
+    returned = first + len(lines) - 1  # its last line: the new path kept is returned
+    at_return, go = threading.Event(), threading.Event()
+    got: list[list[str]] = []
+
+    def paused_at_return(frame: Any, event: str, _arg: Any) -> Any:
+        if frame.f_code is SessionTree._held.__code__ and event == "line" and \
+                frame.f_lineno == returned:
+            at_return.set()
+            go.wait(CEILING_S)  # a failed test leaves no thread behind
+        return paused_at_return
+
+    def worker() -> None:
+        sys.settrace(paused_at_return)
+        try:
+            got.append(tree.path_ids("b"))
+        finally:
+            sys.settrace(None)
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert at_return.wait(CEILING_S)
+    assert tree.path_ids("c") == ["a", "c"]  # the loop, meanwhile
+    go.set()
+    thread.join()
+    assert got == [["a", "b"]]

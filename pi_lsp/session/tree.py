@@ -656,8 +656,10 @@ class SessionTree(EntryAppends):
                 return held
         path = list(self.ancestors(leaf_id))
         path.reverse()
-        self._held_path = HeldPath(leaf_id, self._epoch, self.records[-1].line, path)
-        return self._held_path
+        # Its own, not the attribute read back: a view folded in a worker thread asks for paths
+        # while the loop keeps others (a preview, a diff).
+        held = self._held_path = HeldPath(leaf_id, self._epoch, self.records[-1].line, path)
+        return held
 
     def _added_under(self, held: HeldPath, record: Record) -> list[Record] | None:
         """`record` and its ancestors up to the kept leaf, when all came after the kept path
