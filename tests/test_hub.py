@@ -863,3 +863,26 @@ async def test_a_follow_up_whose_run_ended_as_a_large_view_is_built_waits_for_th
     await drawn
     await prompt.task
     assert len(prompt.started) == 1
+
+
+async def test_a_command_waiting_for_a_large_view_waits_for_the_read_the_builder_began(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command on a session whose view a worker builds waits for it (`load`). The file is
+    replaced meanwhile (a checkout): the builder, done, looks at it and reads it again off the
+    loop; the command waits for that read too, as it waits for any, rather than write into the
+    new file from the old tree."""
+    large = path.with_name("large.jsonl")
+    large.write_bytes(b"".join([path.read_bytes().splitlines(True)[0],
+                                *entries(hub_module.BACKGROUND_VIEW_ENTRIES + 1, "e")]))
+    hub = SessionHub([tmp_path], Config())
+    views, readings = GatedViews(monkeypatch), GatedReadings(monkeypatch)
+    first = asyncio.create_task(hub.view(large, limit=300))
+    await until(views.entered.is_set, "the large tree's view to be built in a worker thread")
+    replaced_by_large(large)
+    command = asyncio.create_task(hub.load(large))  # as every command opens it
+    views.release.set()
+    await first  # the command's wait ended with the build, a loop step before this one's
+    assert not command.done()
+    readings.start.set()
+    session = await command
+    assert [record.raw for record in session.tree.records] == as_read_now(large)

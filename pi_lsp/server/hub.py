@@ -150,8 +150,8 @@ class SessionHub(Workspace):
             building = self._building.get(key)
             if building is not None:  # its tree must not change under the worker
                 await asyncio.wait([building])  # (its failure is its getTree's to report)
-            else:
-                await self._read_changes(key, path, session)
+                return await self.load(path)  # and a read the builder began after, waited for
+            await self._read_changes(key, path, session)
             if self.open.get(key) is session and key not in self._building:
                 return session
             return await self.load(path)  # dropped as it was read: opened anew, off the loop
