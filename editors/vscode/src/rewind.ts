@@ -17,9 +17,11 @@ export function filesUri(session: string, entryId: string): vscode.Uri {
 }
 
 /** One unified diff: `-` lines are the files now, `+` lines what a restore brings back. A file
- * without one is named on one line: a workspace's path may hold a line break. */
+ * without one is named on one line: a workspace's path may hold a line break. A carriage return
+ * in a file's line is spelled: VS Code breaks a line at one, which would let the file write a
+ * line of its own (a "left alone" line, another file's header). */
 export function diffText(files: FileChange[]): string {
-  return files.map((f) => f.diff || `${oneLine(`${f.status}: ${f.path}`)}\n`).join("");
+  return files.map((f) => f.diff.replace(/\r(?!\n)/g, "\\r") || `${oneLine(`${f.status}: ${f.path}`)}\n`).join("");
 }
 
 // Why a path is left alone when the server says no more (the CLI's words, pi_lsp/cli_changes.py).

@@ -435,6 +435,17 @@ test("a pi-files: or pi-context: tab's title shows the session's id on one line,
   assert.equal(ext.parseContextUri(vscode.Uri.parse(context.toString())).leafId, id);
 });
 
+test("the pi-files: document keeps a file's carriage return in its line: the file cannot write a line of its own", async () => {
+  // VS Code breaks a line at a lone CR (as at LF and CRLF); a CRLF file's lines stay as they are.
+  const diff = "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-x\rleft alone (nothing differs): b.txt\n+y\r\n";
+  const provider = new ext.FilesDiffProvider({ call: async () => ({ available: true, files: [{ path: "a.txt", status: "modified", diff }] }) });
+  const shown = await provider.provideTextDocumentContent(ext.filesUri("file:///s.jsonl", "e1"));
+  assert.deepEqual(shown.split(/\r\n|\r|\n/), [
+    "diff --git a/a.txt b/a.txt", "--- a/a.txt", "+++ b/a.txt", "@@ -1 +1 @@",
+    "-x\\rleft alone (nothing differs): b.txt", "+y", "",
+  ]);
+});
+
 test("context edits: the preview's message headings get Remove / Replace / Undo by their state", () => {
   // pi.previewContext's headings: a summary and a message of no entry cannot be edited
   const headings = [
