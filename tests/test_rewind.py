@@ -507,6 +507,24 @@ async def test_diffs_go_to_their_files_even_when_git_quotes_the_name(tmp_path: P
         assert f"-new {change.path}" in change.diff and f"+old {change.path}" in change.diff
 
 
+@pytest.mark.parametrize("breaks", ["\u2028", "\x85", "\x0c", "\x1c", "\r"])
+async def test_a_files_line_never_starts_another_files_diff(tmp_path: Path, breaks: str) -> None:
+    """git's diff is cut into files at its header lines: only a line break ends a line there. A
+    file's line holding another break Python's splitlines knows and then another file's header
+    took that file's part (its real diff pushed behind the cap by what followed)."""
+    store = SnapshotStore(tmp_path)
+    (tmp_path / "a.txt").write_text("a\n")
+    (tmp_path / "b.txt").write_text("then\n")
+    old = await store.snapshot()
+    (tmp_path / "a.txt").write_text(f"a\nx{breaks}diff --git a/b.txt b/b.txt\n+all fine\n",
+                                    newline="")
+    (tmp_path / "b.txt").write_text("now\n")
+    new = await store.snapshot()
+    a, b = await store.changes(new.tree, old.tree)
+    assert "+all fine" in a.diff and "+all fine" not in b.diff
+    assert b.diff.startswith("diff --git a/b.txt b/b.txt\nindex ")
+
+
 def test_a_git_the_workspace_holds_is_never_run(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """With `.` or an empty entry on PATH, a repository's own `git` would be found first."""

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import fcntl
 import hashlib
+import io
 import os
 import re
 import shutil
@@ -853,7 +854,9 @@ def _split_diff(text: str, paths: list[str]) -> dict[str, str]:
     (git prints files in the order diff-tree lists them).
     """
     parts: list[tuple[str, str]] = []
-    for line in text.splitlines(keepends=True):
+    # Lines end at "\n" only: str.splitlines also breaks at a file's own \r, \x85 or U+2028,
+    # where the file could then write another file's header.
+    for line in io.StringIO(text, newline="\n"):
         if line.startswith("diff --git ") or not parts:
             parts.append((line, line))
         else:
