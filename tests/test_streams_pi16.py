@@ -149,13 +149,15 @@ def _call_with(api: str, arguments: str) -> Stream:
 
 # Arguments JSON.parse refuses, each in V8's words: cut short, a missing colon, a misspelt
 # word, NaN, one pi mends first (its `\d`) and then refuses, an unexpected token shown in a
-# stretch of a long text, a line and column past a line break, a character past U+FFFF.
+# stretch of a long text, a line and column past a line break, a character past U+FFFF, one
+# nested past Python's parser (about 1,000 levels).
 BAD_ARGUMENTS = {"cut short": '{"path": "a', "no colon": '{"path" "a.txt"}',
                  "a misspelt word": '{"path": tru}', "NaN": '{"path": "a", "limit": NaN}',
                  "mended, then refused": '{"path": "a\\d", "limit": }',
                  "a token in a long text": '{"path": "a.txt", "offset": 1, "limit": x10}',
                  "a line break": '{\n  "path": "a.txt"\n  "limit": 3\n}',
-                 "past U+FFFF": '{"path": "\U0001F600", "x": \U0001F600}'}
+                 "past U+FFFF": '{"path": "\U0001F600", "x": \U0001F600}',
+                 "nested 2,000 levels deep": '{"path": "a", "x": ' + "[" * 2000 + "x}"}
 
 def _error_event(message: str) -> Stream:
     """A Responses `error` event whose message is the JSON `message`, its fields in an order

@@ -635,6 +635,11 @@ def _js_parsed(text: str) -> Any:
         return json.loads(text, parse_constant=refuse_constant)
     except ValueError as error:
         raise ValueError(json_parse_error(text) or str(error)) from None
+    except RecursionError:  # past Python's parser: JSON.parse may still refuse it, not its depth
+        refusal = json_parse_error(text)
+        if refusal is None:
+            raise
+        raise ValueError(refusal) from None
 
 
 _ESCAPED = frozenset('"\\/bfnrt')
