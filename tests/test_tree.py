@@ -1438,3 +1438,40 @@ def test_a_path_asked_in_a_worker_thread_is_the_one_asked_while_the_loop_asks_an
     go.set()
     thread.join()
     assert got == [["a", "b"]]
+
+
+def test_a_path_handed_to_a_worker_thread_is_not_extended_by_the_loop(tmp_path: Path) -> None:
+    """The kept path was extended in place when a later entry under its leaf was asked for: a
+    worker folding a view, handed the path to "b", copied it after the loop's preview of "c"
+    (appended under "b") had grown it, and drew the path to "c" as the current one."""
+    path = tmp_path / "s.jsonl"
+    tree = write_session(path, [msg("a", None), msg("b", "a")])
+    assert tree.path_ids("b") == ["a", "b"]  # kept
+    with path.open("a", encoding="utf-8") as file:
+        file.write(json.dumps(msg("c", "b")) + "\n")
+    tree.refresh()
+    lines, first = inspect.getsourcelines(SessionTree._held)
+    kept = first + next(at for at, line in enumerate(lines) if line.strip() == "return held")
+    at_return, go = threading.Event(), threading.Event()
+    got: list[list[str]] = []
+
+    def paused_at_return(frame: Any, event: str, _arg: Any) -> Any:
+        if frame.f_code is SessionTree._held.__code__ and event == "line" and \
+                frame.f_lineno == kept:
+            at_return.set()
+            go.wait(CEILING_S)  # a failed test leaves no thread behind
+        return paused_at_return
+
+    def worker() -> None:
+        sys.settrace(paused_at_return)
+        try:
+            got.append(tree.path_ids("b"))
+        finally:
+            sys.settrace(None)
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert at_return.wait(CEILING_S)
+    assert tree.path_ids("c") == ["a", "b", "c"]  # the loop, meanwhile
+    go.set()
+    thread.join()
+    assert got == [["a", "b"]]

@@ -7,7 +7,7 @@ import errno
 import os
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
 from heapq import merge
 from itertools import chain
@@ -650,9 +650,10 @@ class SessionTree(EntryAppends):
             if held.leaf == leaf_id:
                 return held
             added = self._added_under(held, self.record(leaf_id))
-            if added is not None:
-                held.records += reversed(added)
-                held.leaf, held.last_line = leaf_id, self.records[-1].line
+            if added is not None:  # a new one: the worker folding a view may hold the old
+                held = self._held_path = replace(
+                    held, leaf=leaf_id, last_line=self.records[-1].line,
+                    records=[*held.records, *reversed(added)])
                 return held
         path = list(self.ancestors(leaf_id))
         path.reverse()
