@@ -496,6 +496,33 @@ async def test_a_write_keeps_a_key_typed_saved_and_closed_before_the_write_began
     assert result.is_error
 
 
+@pytest.mark.parametrize("tool,args", [
+    (EDIT, {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}),
+    (WRITE, {"path": "a.txt", "content": "1\ntwo\n"})], ids=["edit", "write"])
+async def test_a_buffer_closed_unchanged_as_the_write_begins_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: tools.Tool, args: dict[str, Any]
+        ) -> None:
+    """A buffer showing its file, closed with nothing typed while the write settled the
+    editor's comparisons: the write was refused ("changed in the editor while it was being
+    written"), though neither the buffer nor the disk had changed. The disk's check tells a
+    buffer closed since (a key typed and saved, or closed unsaved) from one closed as it was."""
+    path = tmp_path / "a.txt"
+    path.write_text("one\ntwo\n")
+    document = TextDocument(path.as_uri(), "one\ntwo\n", version=1)
+    files = applying_editor(document)
+    files.synced(document.uri)
+    await files.settle()
+    real_settle = files.settle
+
+    async def closed_as_settled() -> None:
+        closed(files, document)
+        await real_settle()
+    monkeypatch.setattr(files, "settle", closed_as_settled)
+    result = await execute_tool(tool, tool.name, args, ToolContext(tmp_path, files=files))
+    assert not result.is_error, result.content
+    assert path.read_text() == "1\ntwo\n"
+
+
 async def test_an_editor_that_cannot_apply_edits_has_the_disk_written_under_its_buffer(
         tmp_path: Path) -> None:
     """Without `workspace/applyEdit` an edit planned from an unsaved buffer is written on disk,

@@ -218,14 +218,12 @@ class EditorFiles:
     async def write_text(self, path: Path, text: str, old: str | None,
                          seen: tuple[int, ...] | None = None) -> None:
         text = well_formed(text)  # an editor can hold no lone surrogate; pi writes U+FFFD
-        was_open = self.document(path) is not None
         await self.settle()
         document = self.document(path)
-        if was_open and document is None:  # closed meanwhile: saved, maybe with keys typed
-            raise changed_while_written(path)
         # A stale buffer is left for the editor to reload: an edit of it would be saved over
-        # the disk's newer text, or clash with the reload. One closed before this first step
-        # (a key typed, saved, closed) is refused by the disk's check: it holds the key.
+        # the disk's newer text, or clash with the reload. One closed since `old` was read (a
+        # key typed, saved, closed; or closed unsaved) is refused by the disk's check, which
+        # holds the key (or not the unsaved text); one closed as it was is written.
         if document is None or self.stale(document, path):
             await DISK.write_text(path, text, old, seen)
             return
