@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pi_lsp.providers.json_errors import json_parse_error
+from pi_lsp.providers.base import parse_arguments
+from pi_lsp.providers.json_errors import MAX_WORDED_CHARS, json_parse_error
 from tests.test_system_messages import pi16_eval, pi16_node
 
 STORED = Path(__file__).with_name("fixtures") / "pi16-json-parse-errors.json"
@@ -53,3 +54,14 @@ def test_a_text_json_parse_refuses_is_said_to_be_refused_in_its_words(
     (char 7)"), where pi keeps V8's ("Expected ',' or '}' after property value in JSON at
     position 7 (line 1 column 8)")."""
     assert json_parse_error(TEXTS[at]) == v8_messages[at]
+
+
+def test_a_refused_text_past_the_cap_is_told_in_pythons_words() -> None:
+    """V8's words are worked out a character at a time on the event loop: 10 MB of refused
+    arguments held it 12.8 s. Past MAX_WORDED_CHARS the reply says Python's words at once."""
+    text = '{"a": [' + "1, " * (MAX_WORDED_CHARS // 3) + "x"
+    assert json_parse_error(text[:MAX_WORDED_CHARS]) is not None
+    assert json_parse_error(text) is None
+    arguments, error = parse_arguments(text)
+    assert arguments == {} and error is not None and \
+        error.startswith("Expecting value: line 1 column")
