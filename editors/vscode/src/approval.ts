@@ -144,9 +144,11 @@ export class Approvals {
     }
   }
 
-  /** Opens the diff, not over a chat (its card asks too); returns the proposed side's URI. */
+  /** Opens the diff, not over a chat (its card asks too); returns the proposed side's URI. The
+   * model chose the file's name: it shows on one line and visible in the tab and the document's
+   * path (a U+202E would turn the rest around, a line break fake another line). */
   private async showDiff(p: ApproveToolParams, title: string): Promise<vscode.Uri> {
-    const name = path.basename(p.path ?? "file");
+    const name = oneLine(visible(path.basename(p.path ?? "file")));
     const base = `/${encodeURIComponent(p.toolCallId)}`;
     const before = vscode.Uri.from({ scheme: APPROVAL_SCHEME, path: `${base}/current/${name}` });
     const after = vscode.Uri.from({ scheme: APPROVAL_SCHEME, path: `${base}/proposed/${name}` });

@@ -116,6 +116,18 @@ test("a question shows what could hide or reorder a command, in the notification
   assert.equal(ext.visible("a\n  \n\t\n\n\nb\n\n\nc"), "a⟨5 line breaks⟩b\n\n\nc");
 });
 
+test("the diff's tab shows a file name the model chose with a bidi override or a line break on one line, visible", async () => {
+  rec.executed.length = 0;
+  const name = "orders\u202eyp.exe\n\nrun.py";
+  const pending = api.pi.approveToolHandler(approvalParams({ tool: "write", path: path.join(ws.folder, name), oldText: "x\n", newText: "y\n" }));
+  const note = await eventually(() => notification("wants to overwrite"), "the question");
+  const diff = rec.executed.find((e) => e.id === "vscode.diff");
+  assert.equal(diff.args[2], `orders\\u202eyp.exe run.py: current ↔ proposed (pi: ${TITLE})`);
+  for (const side of diff.args.slice(0, 2)) assert.ok(!/[\u202e\n]/.test(side.path), `the tab's document is named on one line: ${JSON.stringify(side.path)}`);
+  await click(answerLink(note, "Reject").href);
+  assert.deepEqual(await pending, { decision: "deny" });
+});
+
 test("closing what shows a question is no answer: it stays open in the chat card, and goes once answered there", async () => {
   const panel = await openChat(uri);
   rec.executed.length = 0;
