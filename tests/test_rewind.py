@@ -1540,6 +1540,124 @@ async def test_a_restore_keeps_a_key_typed_saved_and_closed_while_it_runs(
     assert path.read_text() == ("one\nunsaved\nTYPED\n" if saved else "one\n")
 
 
+@pytest.mark.parametrize("then,now", [("then\n", "now\n"), (None, "now\n"), ("then\n", None)],
+                         ids=["written", "deleted", "made"])
+async def test_a_restore_keeps_what_another_program_wrote_after_its_undo_snapshot(
+        tmp_path: Path, then: str | None, now: str | None) -> None:
+    """A file no editor has open, written (or made) by another program after the restore took
+    its undo snapshot: `git restore` wrote over it, or it was deleted, and that text was in no
+    snapshot. The disk is told to hold the undo snapshot's files first, or nothing is changed
+    on disk; the other file is left too."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    path, other = root / "a.txt", root / "b.txt"
+    other.write_text("b then\n")
+    if then is not None:
+        path.write_text(then)
+    store = SnapshotStore(root)
+    target = await store.snapshot()
+    other.write_text("b now\n")
+    path.unlink(missing_ok=True)
+    if now is not None:
+        path.write_text(now)
+
+    def written_meanwhile(_undo_id: str) -> None:
+        path.write_text(f"{now or ''}THEIRS\n")
+    with pytest.raises(SnapshotError) as refused:
+        await restore_files(None, store, None, target.tree, before_changes=written_meanwhile)
+    assert str(refused.value) == (
+        "a.txt changed on disk since the restore took its undo snapshot; the restore stopped "
+        "before writing or deleting files on disk, so what is there now is kept: restore again "
+        "to replace it")
+    assert path.read_text() == f"{now or ''}THEIRS\n"
+    assert other.read_text() == "b now\n"
+
+
+async def test_a_restore_keeps_what_a_program_wrote_to_an_open_file_it_restores_on_disk(
+        tmp_path: Path) -> None:
+    """An open file whose restored content is not UTF-8 is restored on disk: the buffer holds
+    the disk's text, so the disk is told to hold it as any closed file's is."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    path = root / "a.txt"
+    path.write_bytes(b"then \xff\n")
+    store = SnapshotStore(root)
+    target = await store.snapshot()
+    path.write_text("now\n")
+    document = TextDocument(path.as_uri(), "now\n", version=1)
+    files = applying_editor(document)
+    files.synced(document.uri)
+    await files.settle()
+    with pytest.raises(SnapshotError, match=r"^a\.txt changed on disk since the restore took"):
+        await restore_files(None, store, None, target.tree, files=files, before_changes=lambda
+                            _undo_id: path.write_text("now\nTHEIRS\n"))
+    assert path.read_text() == "now\nTHEIRS\n"
+
+
+async def test_a_restore_goes_on_where_a_file_is_already_as_it_makes_it(tmp_path: Path) -> None:
+    """A file the restore deletes, deleted since its undo snapshot (by an editor, or a build),
+    loses nothing: the restore goes on."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    path, other = root / "a.txt", root / "b.txt"
+    other.write_text("b then\n")
+    store = SnapshotStore(root)
+    target = await store.snapshot()
+    path.write_text("now\n")
+    other.write_text("b now\n")
+    await restore_files(None, store, None, target.tree, before_changes=lambda _undo_id:
+                        path.unlink())
+    assert not path.exists()
+    assert other.read_text() == "b then\n"
+
+
+async def test_a_restore_writes_over_a_file_written_again_with_the_same_text(
+        tmp_path: Path) -> None:
+    """Only what a file holds counts: one written again unchanged since the undo snapshot (a
+    formatter, a build touching it) is restored."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    path = root / "a.txt"
+    path.write_text("then\n")
+    store = SnapshotStore(root)
+    target = await store.snapshot()
+    path.write_text("now\n")
+
+    def touched(_undo_id: str) -> None:
+        path.write_text("now\n")
+        os.utime(path, (1, 1))
+    result = await restore_files(None, store, None, target.tree, before_changes=touched)
+    assert path.read_text() == "then\n"
+    assert await store.read(result.undo_id, "a.txt") == b"now\n"
+
+
+@pytest.mark.parametrize("meanwhile", [None, "theirs"], ids=["as it was", "led elsewhere"])
+async def test_a_restore_tells_a_symlink_by_where_it_leads(tmp_path: Path, meanwhile: str | None
+                                                          ) -> None:
+    """A symlink the undo snapshot holds is restored while it still leads where it did then;
+    one led elsewhere since is left as it is."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    link = root / "link"
+    link.symlink_to("then")
+    store = SnapshotStore(root)
+    target = await store.snapshot()
+    link.unlink()
+    link.symlink_to("now")
+
+    def led_elsewhere(_undo_id: str) -> None:
+        if meanwhile is not None:
+            link.unlink()
+            link.symlink_to(meanwhile)
+    if meanwhile is None:
+        await restore_files(None, store, None, target.tree, before_changes=led_elsewhere)
+        assert os.readlink(link) == "then"
+        return
+    with pytest.raises(SnapshotError, match=r"^link changed on disk since the restore took"):
+        await restore_files(None, store, None, target.tree, before_changes=led_elsewhere)
+    assert os.readlink(link) == meanwhile
+
+
 @pytest.mark.parametrize("buffer", ["x" * (snapshots.MAX_FILE_BYTES + 1), "one\n\ud800\n"],
                          ids=["over the cap", "lone surrogate"])
 async def test_a_restore_leaves_alone_an_open_file_whose_unsaved_text_no_snapshot_holds(

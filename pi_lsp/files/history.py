@@ -305,6 +305,7 @@ class Changes(msgspec.Struct):
     refused: list[str]  # under .git/ or .pi/, or behind a symlink: never restored
     why: dict[str, str]  # why each skipped path that is neither ignored nor too large is
     unrecorded: list[str]  # the nested git repositories, whose files no snapshot records
+    unsaved: list[str]  # the open files `current` holds with the editor's text, not the disk's
 
 
 async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = True,
@@ -344,7 +345,8 @@ async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = T
             f"(over {MAX_FILE_BYTES >> 20} MB, or not Unicode text); save it and restore again"
             for path in editor.unheld}
     return Changes(current, editor.paths, [f for f in changed if f.path not in why],
-                   sorted({*skipped, *ignored, *why}), refused, why, nested)
+                   sorted({*skipped, *ignored, *why}), refused, why, nested,
+                   sorted(editor.unsaved))
 
 
 def _left_alone(changes: list[FileChange], in_the_way: dict[str, str]) -> dict[str, str]:
@@ -416,7 +418,10 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
             await _in_editor(store, change.path,
                              files.delete_in_editor(store.root / change.path, old))
     # On disk: what an editor could not delete, with the folders left empty, then the rest.
-    await store.restore(target.tree, [f for f in found.files if f.path not in texts])
+    # Each told to hold the undo snapshot's text first (a program may have written it since),
+    # but those whose undo snapshot holds an editor's text, which the disk need not.
+    await store.restore(target.tree, [f for f in found.files if f.path not in texts],
+                        found.current.tree, found.unsaved)
     for path, text in texts.items():
         await _in_editor(store, path, files.write_text(store.root / path, text.new, text.old))
     return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,

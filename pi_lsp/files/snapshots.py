@@ -28,7 +28,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -90,6 +90,9 @@ LEGACY_MAX_BYTES = 1 << 30
 LEGACY_MAX_FILES = 1_000_000
 
 GITLINK = "160000"  # the mode of a nested repository in a tree
+SYMLINK = "120000"
+REGULAR_MODES = ("100644", "100755")
+NO_FILE = "000000"  # a raw diff's mode of a path that one side lacks
 Status = Literal["added", "modified", "deleted"]
 _STATUS: dict[str, Status] = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
 
@@ -580,9 +583,12 @@ class SnapshotStore:
             return Path(error.filename or path).relative_to(self.root).as_posix()
         return None
 
-    async def restore(self, target: str, changes: list[FileChange]) -> None:
+    async def restore(self, target: str, changes: list[FileChange], over: str | None = None,
+                      unchecked: Collection[str] = ()) -> None:
         """Make the listed files what they are in `target`; no other file is touched, and
-        none under `.git/` or `.pi/` or behind a symlink (see `unsafe_reason`)."""
+        none under `.git/` or `.pi/` or behind a symlink (see `unsafe_reason`). With `over`,
+        the snapshot restored over, each file but those `unchecked` must still be on disk as
+        `over` or `target` holds it: else SnapshotError naming them, and nothing is touched."""
         source = object_id(target)
         for change in changes:
             reason = unsafe_reason(self.root, change.path)
@@ -590,6 +596,9 @@ class SnapshotStore:
                 raise SnapshotError(f"{change.path}: not restored because {reason}")
         async with self._held():
             await self._recorded(source)
+            if over is not None:
+                await self._unchanged_since(over, source, [
+                    c.path for c in changes if c.path not in unchecked])
             # Deletes first: a write can make a folder a symlink, and a later delete of a file
             # "in" it would go wherever it leads.
             for change in changes:
@@ -600,6 +609,28 @@ class SnapshotStore:
                 await self._run("restore", f"--source={source}", "--worktree",
                                 "--pathspec-from-file=-", "--pathspec-file-nul",
                                 stdin=_join(written))
+
+    async def _unchanged_since(self, over: str, target: str, paths: list[str]) -> None:
+        """SnapshotError naming the `paths` the disk holds neither as the snapshot `over` nor
+        as `target` does: another program wrote them since, and that text is in no snapshot.
+        Checked just before the restore changes them (a program may write at any time before);
+        one already as `target` holds it (an editor deleted it) loses nothing."""
+        if not paths:
+            return
+        # The raw diff: ":mode mode blob blob status", then the path; `over`'s side first.
+        raw = _split(await self._run("diff-tree", "-r", "-z", "--no-renames",
+                                     "--end-of-options", object_id(over), target))
+        held = {raw[i + 1]: raw[i][1:].split(" ") for i in range(0, len(raw) - 1, 2)}
+        expected = {path: ((held[path][0], held[path][2]), (held[path][1], held[path][3]))
+                    for path in paths if path in held}
+        changed = await asyncio.to_thread(_differing, self.root, expected)
+        if changed:
+            names = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more"
+                                              if len(changed) > 5 else "")
+            raise SnapshotError(f"{names} changed on disk since the restore took its undo "
+                                "snapshot; the restore stopped before writing or deleting files "
+                                "on disk, so what is there now is kept: restore again to "
+                                "replace it")
 
     async def _taken_first(self, tree: str) -> None:
         """`recorded` where the store is not made yet but the legacy store holds `tree`."""
@@ -822,6 +853,43 @@ def _files_below(folder: Path) -> Iterator[str]:
                     folders.append(entry.path)
                 else:
                     yield entry.path
+
+
+def _differing(root: Path, expected: Mapping[str, tuple[tuple[str, str], ...]]) -> list[str]:
+    """The paths whose disk is none of what snapshots hold there: (mode, blob)s by path."""
+    return [path for path, held in expected.items()
+            if all(_disk_differs(root, path, mode, blob) for mode, blob in held)]
+
+
+def _disk_differs(root: Path, path: str, mode: str, blob: str) -> bool:
+    """Whether the disk at `path` is not a file of `mode` holding the object `blob` (mode
+    000000: nothing there, and a folder, which no snapshot holds, counts as nothing)."""
+    try:
+        info = os.lstat(root / path)
+    except (FileNotFoundError, NotADirectoryError):
+        return mode != NO_FILE
+    except OSError:
+        return True
+    if stat.S_ISDIR(info.st_mode):
+        return mode != NO_FILE
+    if mode == NO_FILE:
+        return True
+    try:
+        if stat.S_ISLNK(info.st_mode):
+            return mode != SYMLINK or _blob_id(os.fsencode(os.readlink(root / path)),
+                                               blob) != blob
+        return mode not in REGULAR_MODES or _blob_id(
+            read_regular(root / path, MAX_FILE_BYTES + 1), blob) != blob
+    except OSError:  # a FIFO, a device, unreadable now: not what the snapshot read
+        return True
+
+
+def _blob_id(content: bytes, like: str) -> str:
+    """The id git gives a blob of `content`, in the hash of the object id `like`."""
+    digest = hashlib.sha1(usedforsecurity=False) if len(like) == 40 else hashlib.sha256()
+    digest.update(b"blob %d\0" % len(content))
+    digest.update(content)
+    return digest.hexdigest()
 
 
 def _is_file(path: Path) -> bool:
