@@ -25,7 +25,7 @@ from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.regular import read_regular
 from pi_lsp.server import editor as editor_module
 from pi_lsp.server.editor import EditorFiles, attachment
-from pi_lsp.server.protocol import ContextArg
+from pi_lsp.server.protocol import ContextArg, PositionArg, RangeArg
 from pi_lsp.server.server import PiServer, did_close, did_save
 from pi_lsp.session.entries import TextContent
 from pi_lsp.session.tree import SessionTree
@@ -707,6 +707,20 @@ async def test_a_range_past_the_end_of_a_file_is_invalid_params(pi: Pi) -> None:
         assert (error.code, error.message) == (INVALID_PARAMS, (
             f"invalid argument: `context[0].range` ends at line {last + 1}, past the end of "
             "the file (2 lines)"))
+
+
+@pytest.mark.parametrize("separator", ["\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029"])
+async def test_a_range_counts_lines_as_the_editor_does(tmp_path: Path, separator: str) -> None:
+    """A range sent without text was cut from the file at str.splitlines' line ends, which are
+    no line ends to an editor (LSP: \\n, \\r\\n, \\r): a form feed or U+2028 in a line
+    above sent the model a line the user never selected ("hidden" for line 2)."""
+    (tmp_path / "a.py").write_text(f"one{separator}hidden\r\ntwo\rthree\nfour", newline="")
+    files = EditorFiles(cast(LanguageServer, SimpleNamespace(
+        workspace=SimpleNamespace(text_documents={}))))
+    item = ContextArg(uri=(tmp_path / "a.py").as_uri(),
+                      range=RangeArg(PositionArg(1, 0), PositionArg(2, 5)))
+    found = await attachment(files, item, 0, tmp_path, allow_all)
+    assert found.text == "two\rthree\n"
 
 
 def configure(pi: Pi, fake: FakeAnthropic, **extra: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ from pi_lsp.agent.tools import FileAccess
 ATTACHMENT_CHAR_LIMIT = 100_000  # per file or selection; the rest is cut with a note
 MENTION_BYTE_LIMIT = 1_000_000  # a bigger file named with @ stays a plain mention
 MENTION = re.compile(r"(?<![\w@])@([\w.\-/]+[\w\-/])")
+LINE_END = re.compile(r"\r\n?|\n")  # an editor's line ends (LSP), not str.splitlines'
 
 
 class Range(msgspec.Struct, rename="camel"):
@@ -50,10 +52,19 @@ def render(attachment: Attachment, root: Path) -> str:
     return f"<file {attrs}>\n{text}</file>"
 
 
+def line_count(text: str) -> int:
+    """The text's lines as an editor counts them (LSP: each ends at \\n, \\r\\n or \\r)."""
+    ends = text.count("\n") + text.count("\r") - text.count("\r\n")
+    return ends + (1 if text and not text.endswith(("\n", "\r")) else 0)
+
+
 def lines_of(text: str, span: Range) -> str:
-    """The lines a range covers."""
-    lines = text.splitlines(keepends=True)
-    return "".join(lines[span.start_line:span.end_line + 1])
+    """The lines a range covers, ends kept, counted as an editor counts them: not at
+    str.splitlines' ends, where a file's form feed or U+2028 would shift the lines named."""
+    ends = (match.end() for match in LINE_END.finditer(text))
+    starts = [0, *itertools.islice(ends, span.end_line + 1)]
+    return text[starts[min(span.start_line, len(starts) - 1)]:
+                starts[span.end_line + 1] if span.end_line + 1 < len(starts) else len(text)]
 
 
 class Mentions(msgspec.Struct):

@@ -20,7 +20,7 @@ from pygls.workspace import TextDocument
 
 from pi_lsp.agent.access import inside, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, Approver
-from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
+from pi_lsp.agent.attachments import Attachment, Range, line_count, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
 from pi_lsp.agent.splice import BOM
 from pi_lsp.agent.tools import DISK, ToolError, disk_holds, well_formed, write_regular
@@ -466,7 +466,7 @@ async def file_text(files: EditorFiles, path: Path) -> str | None:
 def lines_in(text: str, span: Range, field: str) -> str:
     """The lines of a file a range covers; a range past its end is refused, naming `field`
     (it would be sent as lines the file does not have, with no text)."""
-    count = len(text.splitlines())
+    count = line_count(text)
     if span.end_line >= count:
         raise JsonRpcInvalidParams(f"invalid argument: {field} ends at line {span.end_line + 1}, "
                                    f"past the end of the file ({count} lines)")
