@@ -26,7 +26,7 @@ from pi_lsp.server.config import Config
 from pi_lsp.server.editor import PromptAttachments
 from pi_lsp.server.hub import NotASessionFileError, SessionHub, UnknownSessionError
 from pi_lsp.server.open_session import OpenSession
-from pi_lsp.server.protocol import PreviewArgs, PromptArgs, TreeArgs
+from pi_lsp.server.protocol import NoArgs, PreviewArgs, PromptArgs, TreeArgs
 from pi_lsp.server.tasks import Tasks
 from pi_lsp.server.treeview import TreeView, TreeViews
 from pi_lsp.server.turns import Runs
@@ -886,3 +886,31 @@ async def test_a_command_waiting_for_a_large_view_waits_for_the_read_the_builder
     readings.start.set()
     session = await command
     assert [record.raw for record in session.tree.records] == as_read_now(large)
+
+
+async def test_sessions_are_listed_while_the_loop_opens_another(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi.listSessions reads the disk in a worker thread; it iterated the sessions held there
+    too, which the loop changes (a session opened, one moved to the end by any request):
+    "OrderedDict mutated during iteration". They are read on the loop, the disk in the thread."""
+    hub = SessionHub([tmp_path], Config())
+    new = hub.new_session(None)  # not written yet: listed from memory
+    await hub.load(path)
+    other = path.with_name("other.jsonl")
+    shutil.copyfile(path, other)
+    paused, resume = threading.Event(), threading.Event()
+    summary = hub_module.tree_summary
+
+    def held(tree: SessionTree) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            paused.set()
+            resume.wait(CEILING_S)
+        return summary(tree)
+    monkeypatch.setattr(hub_module, "tree_summary", held)
+    server = cast(Any, SimpleNamespace(hub=hub, watch=SimpleNamespace(follow=lambda _: None)))
+    listing = asyncio.create_task(sessions.list_sessions(server, NoArgs()))
+    await until(lambda: paused.is_set() or listing.done(), "the held sessions to be read")
+    await hub.load(other)  # a request meanwhile opens another session
+    resume.set()
+    listed = await listing
+    assert new.as_uri() in [item["uri"] for item in listed["sessions"]]

@@ -12,6 +12,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import msgspec
+
 from pi_lsp.agent.approval import Approver, allow_all
 from pi_lsp.agent.harness import BusyError, Diagnostics, Harness
 from pi_lsp.agent.prompt import agent_setup
@@ -81,6 +83,13 @@ class NotASessionFileError(UnknownSessionError):
         return f"{self.args[0]} is not a pi session file ({self.args[1]})"
 
 
+class HeldSessions(msgspec.Struct, frozen=True):
+    """The sessions held that a listing names: started here, and new ones not written yet."""
+
+    started: set[str]
+    waiting: list[SessionSummary]
+
+
 class SessionHub(Workspace):
     """The workspace's open sessions, one record each, and what they answer."""
 
@@ -113,12 +122,20 @@ class SessionHub(Workspace):
         self._previews: LruCache[tuple[Path, str | None, str], tuple[object, Outline]] = \
             LruCache(MAX_PREVIEWS, MAX_PREVIEW_BYTES, lambda item: outline_weight(item[1]))
 
-    def list_sessions(self) -> list[SessionSummary]:
-        """The sessions on disk, and the new ones not written yet (no prompt so far)."""
+    def held_sessions(self) -> HeldSessions:
+        """What `list_sessions` takes from the sessions held, read on the event loop: it
+        changes them (opens, moves to the end), which a worker thread's iteration fails on."""
+        return HeldSessions({str(path) for path in self.started},
+                            [tree_summary(s.tree) for s in self.open.values() if s.tree.deferred])
+
+    def list_sessions(self, held: HeldSessions | None = None) -> list[SessionSummary]:
+        """The sessions on disk, and the new ones not written yet (no prompt so far); `held`:
+        as `held_sessions` read them on the loop, for a call in a worker thread."""
+        held = held if held is not None else self.held_sessions()
         sessions = of_workspaces(self.index.list(self.all_directories()), self.folders_or_cwd(),
-                                 {str(path) for path in self.started}, self.vouched())
-        waiting = [tree_summary(s.tree) for s in self.open.values() if s.tree.deferred]
-        return sorted([*sessions, *waiting], key=lambda s: order_ms(s.modified), reverse=True)
+                                 held.started, self.vouched())
+        return sorted([*sessions, *held.waiting], key=lambda s: order_ms(s.modified),
+                      reverse=True)
 
     # -- open sessions -------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ ROWS_UNDER_PAGE = 500
 
 
 async def list_sessions(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
-    sessions = await asyncio.to_thread(ls.hub.list_sessions)
+    sessions = await asyncio.to_thread(ls.hub.list_sessions, ls.hub.held_sessions())
     # A `sessionDir` set since (in a settings file, or by trust) is watched from now on; one
     # a settings file no longer names has its sessions' runs stopped, as commands refuse them.
     ls.hub.forget_uncovered()
