@@ -914,3 +914,26 @@ async def test_sessions_are_listed_while_the_loop_opens_another(
     resume.set()
     listed = await listing
     assert new.as_uri() in [item["uri"] for item in listed["sessions"]]
+
+
+async def test_a_command_waits_for_any_number_of_view_builds_in_turn(
+        tmp_path: Path, path: Path) -> None:
+    """`load` called itself once per view build it waited for: getTree asked again and again
+    (another editor, other limits) began build after build, and a label waiting behind 1,000
+    of them ended in RecursionError. Each build here begins as the last one ends."""
+    hub = SessionHub([tmp_path], Config())
+    session = await hub.load(path)
+    key = path.resolve()
+    loop = asyncio.get_running_loop()
+
+    def begin(left: int) -> None:
+        if not left:
+            del hub._building[key]
+            return
+        build = loop.create_future()
+        build.add_done_callback(lambda _build: begin(left - 1))  # before the waiter's
+        hub._building[key] = cast(Any, build)
+        loop.call_soon(build.set_result, None)
+
+    begin(2_000)
+    assert await hub.load(path) is session and key not in hub._building

@@ -162,16 +162,16 @@ class SessionHub(Workspace):
         """The session at `path`, its file read in a worker thread the first time; callers
         asking at once share one read, so there is one tree (and one turn) per file."""
         key = self.confine(path)
-        session = self.open.get(key)
-        if session is not None:
+        # A loop, not a call per wait: builds begun one after another are waited for in turn.
+        while (session := self.open.get(key)) is not None:
             building = self._building.get(key)
             if building is not None:  # its tree must not change under the worker
                 await asyncio.wait([building])  # (its failure is its getTree's to report)
-                return await self.load(path)  # and a read the builder began after, waited for
+                continue  # and a read the builder began after is waited for
             await self._read_changes(key, path, session)
             if self.open.get(key) is session and key not in self._building:
                 return session
-            return await self.load(path)  # dropped as it was read: opened anew, off the loop
+            # else dropped as it was read (opened anew, off the loop), or a build began
         loading = self._loading.get(key)
         if loading is None:
             loading = self._loading[key] = asyncio.create_task(self._load(key, path))
