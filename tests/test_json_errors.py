@@ -65,3 +65,15 @@ def test_a_refused_text_past_the_cap_is_told_in_pythons_words() -> None:
     arguments, error = parse_arguments(text)
     assert arguments == {} and error is not None and \
         error.startswith("Expecting value: line 1 column")
+
+
+def test_a_refused_text_past_the_cap_and_past_pythons_depth_is_refused_not_too_deep() -> None:
+    """Past the cap json_parse_error says nothing, and a text nested past Python's parser was
+    then called too deep, though JSON.parse refuses it for its token (pi 1.6: "Unexpected
+    token 'x'"). Python's words say so; a readable one is still too deep."""
+    refused = '{"a": ' + " " * MAX_WORDED_CHARS + "[" * 2_000 + "x"
+    error = parse_arguments(refused)[1]
+    assert error is not None and error.startswith("Expecting value: line 1 column")
+    readable = '{"a": ' + " " * MAX_WORDED_CHARS + "[" * 2_000 + "]" * 2_000 + "}"
+    error = parse_arguments(readable)[1]
+    assert error is not None and error.startswith("Tool arguments nest more than")

@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol, TypeGuard
 
 import msgspec
 
+from pi_lsp.providers.deep_json import deep_loads
 from pi_lsp.providers.failures import ReplyFailed, cut_error_text
 from pi_lsp.providers.json_errors import json_parse_error
 from pi_lsp.providers.partial_json import partial_value
@@ -637,9 +638,10 @@ def _js_parsed(text: str) -> Any:
         raise ValueError(json_parse_error(text) or str(error)) from None
     except RecursionError:  # past Python's parser: JSON.parse may still refuse it, not its depth
         refusal = json_parse_error(text)
-        if refusal is None:
-            raise
-        raise ValueError(refusal) from None
+        if refusal is not None:
+            raise ValueError(refusal) from None
+        deep_loads(text, int)  # past MAX_WORDED_CHARS, refused in Python's words; else too deep
+        raise
 
 
 _ESCAPED = frozenset('"\\/bfnrt')
