@@ -32,6 +32,7 @@ from pi_lsp.server.treeview import TreeView, TreeViews
 from pi_lsp.server.turns import Runs
 from pi_lsp.session import tree as tree_module
 from pi_lsp.session.catalog import ForeignSessionError, SessionDirError
+from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.records import Refresh
 from pi_lsp.session.tree import SessionTree
 from tests.waits import CEILING_S, until
@@ -914,6 +915,18 @@ async def test_sessions_are_listed_while_the_loop_opens_another(
     resume.set()
     listed = await listing
     assert new.as_uri() in [item["uri"] for item in listed["sessions"]]
+
+
+async def test_a_new_session_written_while_the_sessions_are_listed_is_listed_once(
+        tmp_path: Path) -> None:
+    """The sessions held are read on the loop before the worker lists the disk: a new one
+    whose first message is written between the two was listed from memory and from its file."""
+    hub = SessionHub([tmp_path], Config())
+    new = hub.new_session(None)
+    held = hub.held_sessions()  # as pi.listSessions reads it, on the loop
+    hub.sync(new).tree.append_message(UserMessage(content="hi", timestamp=1))
+    listed = await asyncio.to_thread(hub.list_sessions, held)
+    assert [summary.path for summary in listed] == [str(new)]
 
 
 async def test_a_command_waits_for_any_number_of_view_builds_in_turn(

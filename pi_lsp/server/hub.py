@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -134,8 +135,10 @@ class SessionHub(Workspace):
         held = held if held is not None else self.held_sessions()
         sessions = of_workspaces(self.index.list(self.all_directories()), self.folders_or_cwd(),
                                  held.started, self.vouched())
-        return sorted([*sessions, *held.waiting], key=lambda s: order_ms(s.modified),
-                      reverse=True)
+        # One written since `held` was read (its first message) is on disk now: listed once.
+        on_disk = {os.path.realpath(s.path) for s in sessions} if held.waiting else set()
+        waiting = [s for s in held.waiting if os.path.realpath(s.path) not in on_disk]
+        return sorted([*sessions, *waiting], key=lambda s: order_ms(s.modified), reverse=True)
 
     # -- open sessions -------------------------------------------------------------------
 
