@@ -190,6 +190,10 @@ STREAMS: dict[str, Stream] = {
        for api in ("chat", "responses", "anthropic")},
     **{f"{api}, arguments JSON.parse refuses: {case}": _call_with(api, arguments)
        for api in ("chat", "responses", "anthropic") for case, arguments in BAD_ARGUMENTS.items()},
+    # JSON.parse reads an integer past a double's range as Infinity (past Python's 4,300 digits).
+    **{f"{api}, arguments JSON.parse reads: an integer of 5,000 digits": _call_with(
+        api, '{"path": "a", "x": 1' + "0" * 4999 + "}")
+       for api in ("chat", "responses", "anthropic")},
 }
 
 

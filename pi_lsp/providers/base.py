@@ -30,7 +30,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.journal import ENTRY_OVERHEAD, MAX_LINE_BYTES, MAX_NESTING
-from pi_lsp.session.jsontext import encoder, js_field, js_string, refuse_constant
+from pi_lsp.session.jsontext import encoder, js_field, js_integer, js_string, refuse_constant
 
 REDACTED_THINKING = "[Reasoning redacted]"  # pi's text for thinking the provider sent encrypted
 
@@ -633,14 +633,15 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
 def _js_parsed(text: str) -> Any:
     """`text` as JSON.parse reads it, else a ValueError in its words (V8's)."""
     try:
-        return json.loads(text, parse_constant=refuse_constant)
+        return json.loads(text, parse_int=js_integer, parse_constant=refuse_constant)
     except ValueError as error:
         raise ValueError(json_parse_error(text) or str(error)) from None
     except RecursionError:  # past Python's parser: JSON.parse may still refuse it, not its depth
         refusal = json_parse_error(text)
         if refusal is not None:
             raise ValueError(refusal) from None
-        deep_loads(text, int)  # past MAX_WORDED_CHARS, refused in Python's words; else too deep
+        # Past MAX_WORDED_CHARS, refused in Python's words; else too deep.
+        deep_loads(text, js_integer)
         raise
 
 
