@@ -1594,6 +1594,41 @@ async def test_a_restore_keeps_what_a_program_wrote_to_an_open_file_it_restores_
     assert path.read_text() == "now\nTHEIRS\n"
 
 
+async def test_a_restore_stopped_by_the_disk_after_deleting_an_open_file_says_how_to_undo(
+        tmp_path: Path) -> None:
+    """An open file the restore deletes goes through the editor before the disk is told: a
+    program writing another file meanwhile stopped the restore with "what is there now is
+    kept", the open file gone, and pi.restoreFiles told no undo id. The refusal names it and
+    the undo snapshot that holds it."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    path, other = root / "a.txt", root / "b.txt"
+    other.write_text("b then\n")
+    store = SnapshotStore(root)
+    target = await store.snapshot()
+    path.write_text("mine\n")
+    other.write_text("b now\n")
+    document = TextDocument(path.as_uri(), "mine\n", version=1)
+    files = applying_editor(document)
+    files.synced(document.uri)
+    await files.settle()
+    undo: list[str] = []
+
+    def written_meanwhile(undo_id: str) -> None:
+        undo.append(undo_id)
+        other.write_text("b now\nTHEIRS\n")
+    with pytest.raises(SnapshotError) as refused:
+        await restore_files(None, store, None, target.tree, files=files,
+                            before_changes=written_meanwhile)
+    assert str(refused.value).startswith("b.txt changed on disk since the restore took its undo")
+    assert str(refused.value).endswith(
+        f"; but a.txt had been deleted through the editor already: restore the undo snapshot "
+        f"{undo[0]} to bring them back")
+    assert not path.exists()
+    assert await store.read(undo[0], "a.txt") == b"mine\n"
+    assert other.read_text() == "b now\nTHEIRS\n"
+
+
 async def test_a_restore_goes_on_where_a_file_is_already_as_it_makes_it(tmp_path: Path) -> None:
     """A file the restore deletes, deleted since its undo snapshot (by an editor, or a build),
     loses nothing: the restore goes on."""

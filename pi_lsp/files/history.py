@@ -412,16 +412,24 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
         before_changes(found.current.tree)
     # Every delete comes before every write: a write can make a folder a symlink (a snapshot
     # may hold one), and a later delete of a file "in" it would go wherever it leads.
-    for change in found.files:
-        if change.status == "deleted" and change.path in found.in_editor:
-            old = await shown_text(store, found.current, change.path)
-            await _in_editor(store, change.path,
-                             files.delete_in_editor(store.root / change.path, old))
+    deleted = [change.path for change in found.files
+               if change.status == "deleted" and change.path in found.in_editor]
+    for path in deleted:
+        old = await shown_text(store, found.current, path)
+        await _in_editor(store, path, files.delete_in_editor(store.root / path, old))
     # On disk: what an editor could not delete, with the folders left empty, then the rest.
     # Each told to hold the undo snapshot's text first (a program may have written it since),
     # but those whose undo snapshot holds an editor's text, which the disk need not.
-    await store.restore(target.tree, [f for f in found.files if f.path not in texts],
-                        found.current.tree, found.unsaved)
+    try:
+        await store.restore(target.tree, [f for f in found.files if f.path not in texts],
+                            found.current.tree, found.unsaved)
+    except SnapshotError as error:
+        if not deleted:
+            raise
+        # Said here, as a client told no undo id (pi.restoreFiles failed) could not undo it.
+        raise SnapshotError(f"{error}; but {', '.join(deleted)} had been deleted through the "
+                            f"editor already: restore the undo snapshot {found.current.tree} "
+                            "to bring them back") from None
     for path, text in texts.items():
         await _in_editor(store, path, files.write_text(store.root / path, text.new, text.old))
     return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
