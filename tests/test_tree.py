@@ -1407,6 +1407,35 @@ def test_id_less_nodes_beside_half_an_emoji_are_placed(tmp_path: Path) -> None:
         {"id": "a", "label": None, "children": [{"label": None, "children": []}]}]
 
 
+def paths_asked_while_a_worker_waits(tree: SessionTree, line: int, worker_leaf: str,
+                                     loop_leaf: str) -> tuple[list[str], list[str]]:
+    """The path to `loop_leaf` asked on this thread while a worker thread asking the path to
+    `worker_leaf` is held at `line` of SessionTree._held; then the worker's path."""
+    at_line, go = threading.Event(), threading.Event()
+    got: list[list[str]] = []
+
+    def paused_at_line(frame: Any, event: str, _arg: Any) -> Any:
+        if frame.f_code is SessionTree._held.__code__ and event == "line" and \
+                frame.f_lineno == line:
+            at_line.set()
+            go.wait(CEILING_S)  # a failed test leaves no thread behind
+        return paused_at_line
+
+    def worker() -> None:
+        sys.settrace(paused_at_line)
+        try:
+            got.append(tree.path_ids(worker_leaf))
+        finally:
+            sys.settrace(None)
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert at_line.wait(CEILING_S)
+    on_loop = tree.path_ids(loop_leaf)
+    go.set()
+    thread.join()
+    return on_loop, got[0]
+
+
 def test_a_path_asked_in_a_worker_thread_is_the_one_asked_while_the_loop_asks_another(
         tmp_path: Path) -> None:
     """A large view is folded in a worker thread (hub.view) while the loop answers a preview
@@ -1415,29 +1444,7 @@ def test_a_path_asked_in_a_worker_thread_is_the_one_asked_while_the_loop_asks_an
     tree = write_session(tmp_path / "s.jsonl", [msg("a", None), msg("b", "a"), msg("c", "a")])
     lines, first = inspect.getsourcelines(SessionTree._held)
     returned = first + len(lines) - 1  # its last line: the new path kept is returned
-    at_return, go = threading.Event(), threading.Event()
-    got: list[list[str]] = []
-
-    def paused_at_return(frame: Any, event: str, _arg: Any) -> Any:
-        if frame.f_code is SessionTree._held.__code__ and event == "line" and \
-                frame.f_lineno == returned:
-            at_return.set()
-            go.wait(CEILING_S)  # a failed test leaves no thread behind
-        return paused_at_return
-
-    def worker() -> None:
-        sys.settrace(paused_at_return)
-        try:
-            got.append(tree.path_ids("b"))
-        finally:
-            sys.settrace(None)
-    thread = threading.Thread(target=worker)
-    thread.start()
-    assert at_return.wait(CEILING_S)
-    assert tree.path_ids("c") == ["a", "c"]  # the loop, meanwhile
-    go.set()
-    thread.join()
-    assert got == [["a", "b"]]
+    assert paths_asked_while_a_worker_waits(tree, returned, "b", "c") == (["a", "c"], ["a", "b"])
 
 
 def test_a_path_handed_to_a_worker_thread_is_not_extended_by_the_loop(tmp_path: Path) -> None:
@@ -1452,26 +1459,5 @@ def test_a_path_handed_to_a_worker_thread_is_not_extended_by_the_loop(tmp_path: 
     tree.refresh()
     lines, first = inspect.getsourcelines(SessionTree._held)
     kept = first + next(at for at, line in enumerate(lines) if line.strip() == "return held")
-    at_return, go = threading.Event(), threading.Event()
-    got: list[list[str]] = []
-
-    def paused_at_return(frame: Any, event: str, _arg: Any) -> Any:
-        if frame.f_code is SessionTree._held.__code__ and event == "line" and \
-                frame.f_lineno == kept:
-            at_return.set()
-            go.wait(CEILING_S)  # a failed test leaves no thread behind
-        return paused_at_return
-
-    def worker() -> None:
-        sys.settrace(paused_at_return)
-        try:
-            got.append(tree.path_ids("b"))
-        finally:
-            sys.settrace(None)
-    thread = threading.Thread(target=worker)
-    thread.start()
-    assert at_return.wait(CEILING_S)
-    assert tree.path_ids("c") == ["a", "b", "c"]  # the loop, meanwhile
-    go.set()
-    thread.join()
-    assert got == [["a", "b"]]
+    assert paths_asked_while_a_worker_waits(tree, kept, "b", "c") == (
+        ["a", "b", "c"], ["a", "b"])
