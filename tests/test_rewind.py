@@ -49,6 +49,7 @@ from pi_lsp.files.recorded import LOG
 from pi_lsp.files.snapshots import FileChange, Snapshot, SnapshotError, SnapshotStore, store_for
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.retry import ProviderRetry
+from pi_lsp.server.editor import EditorFiles
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import UserMessage, encoder
 from pi_lsp.session.journal import Record
@@ -1470,17 +1471,12 @@ async def test_an_open_file_an_editor_cannot_delete_is_deleted_on_disk(
     assert result.in_editor == []
 
 
-@pytest.mark.parametrize("then,refusal", [
-    ("one\n", "changed in the editor while it was being written; nothing was written. Read "
-     "it again."),
-    (None, "changed in the editor while it was being deleted; it was not deleted.")],
-    ids=["written", "deleted"])
-async def test_a_restore_keeps_a_key_typed_in_an_open_file_while_it_runs(
-        tmp_path: Path, then: str | None, refusal: str) -> None:
-    """A restore took its undo snapshot of an open buffer, then awaited (git, the other files'
-    writes) before writing the buffer, or deleting its file through the editor: a key typed
-    meanwhile was in neither the buffer nor the undo snapshot. The restore refuses where the
-    buffer is not the undo snapshot's text."""
+async def unsaved_buffer_over(tmp_path: Path, then: str | None
+                              ) -> tuple[Path, SnapshotStore, Snapshot, TextDocument,
+                                         EditorFiles]:
+    """ws/a.txt recorded as `then` (None: no file), now "one\n" on disk and open in an editor
+    that applies edits, with unsaved text: its path, the store, the recorded snapshot, the
+    document and the editor."""
     root = tmp_path / "ws"
     root.mkdir()
     path = root / "a.txt"
@@ -1493,6 +1489,21 @@ async def test_a_restore_keeps_a_key_typed_in_an_open_file_while_it_runs(
     files = applying_editor(document)
     files.synced(document.uri)
     await files.settle()
+    return path, store, target, document, files
+
+
+@pytest.mark.parametrize("then,refusal", [
+    ("one\n", "changed in the editor while it was being written; nothing was written. Read "
+     "it again."),
+    (None, "changed in the editor while it was being deleted; it was not deleted.")],
+    ids=["written", "deleted"])
+async def test_a_restore_keeps_a_key_typed_in_an_open_file_while_it_runs(
+        tmp_path: Path, then: str | None, refusal: str) -> None:
+    """A restore took its undo snapshot of an open buffer, then awaited (git, the other files'
+    writes) before writing the buffer, or deleting its file through the editor: a key typed
+    meanwhile was in neither the buffer nor the undo snapshot. The restore refuses where the
+    buffer is not the undo snapshot's text."""
+    path, store, target, document, files = await unsaved_buffer_over(tmp_path, then)
     with pytest.raises(RewindError) as refused:
         await restore_files(None, store, None, target.tree, files=files, before_changes=lambda
                             _undo_id: typed(files, document, "one\nunsaved\nTYPED\n"))
@@ -1513,18 +1524,7 @@ async def test_a_restore_keeps_a_key_typed_saved_and_closed_while_it_runs(
     snapshot's text went to the disk over the text saved, or the file was deleted on disk (the
     disk's text, in no snapshot, with it). The disk is told to hold the undo snapshot's text,
     or nothing is written or deleted."""
-    root = tmp_path / "ws"
-    root.mkdir()
-    path = root / "a.txt"
-    if then is not None:
-        path.write_text(then)
-    store = SnapshotStore(root)
-    target = await store.snapshot()
-    path.write_text("one\n")
-    document = TextDocument(path.as_uri(), "one\nunsaved\n", version=1)
-    files = applying_editor(document)
-    files.synced(document.uri)
-    await files.settle()
+    path, store, target, document, files = await unsaved_buffer_over(tmp_path, then)
 
     def typed_saved_and_closed(_undo_id: str) -> None:
         if saved:
