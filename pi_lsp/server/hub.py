@@ -172,9 +172,11 @@ class SessionHub(Workspace):
                 await asyncio.wait([building])  # (its failure is its getTree's to report)
                 continue  # and a read the builder began after is waited for
             await self._read_changes(key, path, session)
-            if self.open.get(key) is session and key not in self._building:
+            if self.open.get(key) is session and key not in self._building and \
+                    key not in self._reading:
                 return session
-            # else dropped as it was read (opened anew, off the loop), or a build began
+            # else dropped as it was read (opened anew, off the loop), or a build or another
+            # read began as this one ended
         loading = self._loading.get(key)
         if loading is None:
             loading = self._loading[key] = asyncio.create_task(self._load(key, path))
@@ -458,9 +460,7 @@ class SessionHub(Workspace):
         A large tree's view built anew is built in a worker thread: other requests are answered
         meanwhile. A busy session's is built on the loop: its turn cannot wait."""
         key = self.confine(path)
-        session = await self.load(path)
-        while key in self._reading:  # begun since: what it read is taken in on the loop
-            session = await self.load(path)
+        await self.load(path)
         session = self.sync(path)
         tree = session.tree
         if session.busy or len(tree.records) <= BACKGROUND_VIEW_ENTRIES or \
