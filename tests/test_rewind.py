@@ -1594,12 +1594,11 @@ async def test_a_restore_keeps_what_a_program_wrote_to_an_open_file_it_restores_
     assert path.read_text() == "now\nTHEIRS\n"
 
 
-async def test_a_restore_stopped_by_the_disk_after_deleting_an_open_file_says_how_to_undo(
-        tmp_path: Path) -> None:
-    """An open file the restore deletes goes through the editor before the disk is told: a
-    program writing another file meanwhile stopped the restore with "what is there now is
-    kept", the open file gone, and pi.restoreFiles told no undo id. The refusal names it and
-    the undo snapshot that holds it."""
+async def open_file_a_restore_deletes(tmp_path: Path) -> tuple[
+        Path, Path, SnapshotStore, Snapshot, TextDocument, EditorFiles]:
+    """ws/a.txt, made since a recorded snapshot and open (nothing unsaved) in an editor that
+    deletes files, and ws/b.txt, "b then\n" then and "b now\n" now: their paths, the store, the
+    recorded snapshot, the document and the editor."""
     root = tmp_path / "ws"
     root.mkdir()
     path, other = root / "a.txt", root / "b.txt"
@@ -1612,14 +1611,50 @@ async def test_a_restore_stopped_by_the_disk_after_deleting_an_open_file_says_ho
     files = applying_editor(document)
     files.synced(document.uri)
     await files.settle()
-    undo: list[str] = []
+    return path, other, store, target, document, files
 
-    def written_meanwhile(undo_id: str) -> None:
-        undo.append(undo_id)
+
+@pytest.mark.parametrize("written", ["b.txt", "a.txt"], ids=["another file", "the open file"])
+async def test_a_restore_stopped_by_the_disk_deletes_no_open_file_first(
+        tmp_path: Path, written: str) -> None:
+    """An open file the restore deletes went through the editor before the disk was told: a
+    program writing another file meanwhile stopped the restore with "what is there now is
+    kept", the open file and its buffer gone; one writing the open file itself (its buffer,
+    with nothing unsaved, not reloaded yet) lost that text, as the editor deleted it and the
+    disk, then as the restore makes it, passed. The disk is told first: nothing is deleted."""
+    path, other, store, target, document, files = await open_file_a_restore_deletes(
+        tmp_path)
+    theirs = path.parent / written
+    before = theirs.read_text()
+    with pytest.raises(SnapshotError) as refused:
+        await restore_files(None, store, None, target.tree, files=files, before_changes=lambda
+                            _undo_id: theirs.write_text(f"{before}THEIRS\n"))
+    assert str(refused.value) == (
+        f"{written} changed on disk since the restore took its undo snapshot; the restore "
+        "stopped before writing or deleting files on disk, so what is there now is kept: "
+        "restore again to replace it")
+    assert files.document(path) is document  # still open
+    assert path.read_text() == ("mine\nTHEIRS\n" if written == "a.txt" else "mine\n")
+    assert other.read_text() == ("b now\nTHEIRS\n" if written == "b.txt" else "b now\n")
+
+
+async def test_a_restore_stopped_by_the_disk_after_deleting_an_open_file_says_how_to_undo(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk is told again after the editor's deletes, as a program may write while the
+    editor deletes: a refusal then names the open files deleted already and the undo snapshot
+    that holds them (pi.restoreFiles tells the client no undo id otherwise)."""
+    path, other, store, target, _document, files = await open_file_a_restore_deletes(
+        tmp_path)
+    deleting = files.delete_in_editor
+
+    async def written_while_deleted(deleted: Path, old: str | None) -> None:
+        await deleting(deleted, old)
         other.write_text("b now\nTHEIRS\n")
+    monkeypatch.setattr(files, "delete_in_editor", written_while_deleted)
+    undo: list[str] = []
     with pytest.raises(SnapshotError) as refused:
         await restore_files(None, store, None, target.tree, files=files,
-                            before_changes=written_meanwhile)
+                            before_changes=undo.append)
     assert str(refused.value).startswith("b.txt changed on disk since the restore took its undo")
     assert str(refused.value).endswith(
         f"; but a.txt had been deleted through the editor already: restore the undo snapshot "

@@ -412,17 +412,21 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
         before_changes(found.current.tree)
     # Every delete comes before every write: a write can make a folder a symlink (a snapshot
     # may hold one), and a later delete of a file "in" it would go wherever it leads.
-    deleted = [change.path for change in found.files
-               if change.status == "deleted" and change.path in found.in_editor]
-    for path in deleted:
-        old = await shown_text(store, found.current, path)
+    deleted = {change.path: await shown_text(store, found.current, change.path)
+               for change in found.files
+               if change.status == "deleted" and change.path in found.in_editor}
+    on_disk = [f for f in found.files if f.path not in texts]
+    # Each told to hold the undo snapshot's text before the first change, the editor's deletes
+    # included (a program may have written it since), so a refusal changes nothing; but those
+    # whose undo snapshot holds an editor's text, which the disk need not.
+    if deleted:
+        await store.unchanged_since(found.current.tree, target.tree, on_disk, found.unsaved)
+    for path, old in deleted.items():
         await _in_editor(store, path, files.delete_in_editor(store.root / path, old))
-    # On disk: what an editor could not delete, with the folders left empty, then the rest.
-    # Each told to hold the undo snapshot's text first (a program may have written it since),
-    # but those whose undo snapshot holds an editor's text, which the disk need not.
+    # On disk: what an editor could not delete, with the folders left empty, then the rest;
+    # told again first, as a program may have written while the editor deleted.
     try:
-        await store.restore(target.tree, [f for f in found.files if f.path not in texts],
-                            found.current.tree, found.unsaved)
+        await store.restore(target.tree, on_disk, found.current.tree, found.unsaved)
     except SnapshotError as error:
         if not deleted:
             raise

@@ -597,8 +597,7 @@ class SnapshotStore:
         async with self._held():
             await self._recorded(source)
             if over is not None:
-                await self._unchanged_since(over, source, [
-                    c.path for c in changes if c.path not in unchecked])
+                await self._unchanged_since(over, source, changes, unchecked)
             # Deletes first: a write can make a folder a symlink, and a later delete of a file
             # "in" it would go wherever it leads.
             for change in changes:
@@ -610,11 +609,22 @@ class SnapshotStore:
                                 "--pathspec-from-file=-", "--pathspec-file-nul",
                                 stdin=_join(written))
 
-    async def _unchanged_since(self, over: str, target: str, paths: list[str]) -> None:
-        """SnapshotError naming the `paths` the disk holds neither as the snapshot `over` nor
-        as `target` does: another program wrote them since, and that text is in no snapshot.
-        Checked just before the restore changes them (a program may write at any time before);
-        one already as `target` holds it (an editor deleted it) loses nothing."""
+    async def unchanged_since(self, over: str, target: str, changes: list[FileChange],
+                              unchecked: Collection[str] = ()) -> None:
+        """The check `restore` makes first, for a restore whose first change is made elsewhere
+        (an editor's delete): SnapshotError naming the files it would not change."""
+        source = object_id(target)
+        async with self._held():
+            await self._recorded(source)
+            await self._unchanged_since(over, source, changes, unchecked)
+
+    async def _unchanged_since(self, over: str, target: str, changes: list[FileChange],
+                               unchecked: Collection[str]) -> None:
+        """SnapshotError naming the `changes` (but those `unchecked`) the disk holds neither as
+        the snapshot `over` nor as `target` does: another program wrote them since, and that
+        text is in no snapshot. Checked just before the restore changes them (a program may
+        write at any time before); one already as `target` holds it loses nothing."""
+        paths = [c.path for c in changes if c.path not in unchecked]
         if not paths:
             return
         # The raw diff: ":mode mode blob blob status", then the path; `over`'s side first.
