@@ -1657,11 +1657,91 @@ async def test_a_restore_stopped_by_the_disk_after_deleting_an_open_file_says_ho
                             before_changes=undo.append)
     assert str(refused.value).startswith("b.txt changed on disk since the restore took its undo")
     assert str(refused.value).endswith(
-        f"; but a.txt had been deleted through the editor already: restore the undo snapshot "
-        f"{undo[0]} to bring them back")
+        f"; but the restore had changed a.txt already: restore the undo snapshot {undo[0]} to "
+        "undo that")
     assert not path.exists()
     assert await store.read(undo[0], "a.txt") == b"mine\n"
     assert other.read_text() == "b now\nTHEIRS\n"
+
+
+async def test_a_restore_failing_after_an_editor_delete_names_it_and_the_undo_snapshot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two open files the restore deletes through the editor, a key typed in the second while
+    the first went: the refusal of the second said only that, the first deleted with its
+    buffer, and pi.restoreFiles told no undo id. It names what was changed and the undo id."""
+    path, other, store, target, _document, files = await open_file_a_restore_deletes(
+        tmp_path)
+    made = path.parent / "c.txt"  # made since the snapshot too, and open
+    made.write_text("c\n")
+    second = TextDocument(made.as_uri(), "c\n", version=1)
+    files.server.workspace.text_documents[second.uri] = second
+    files.synced(second.uri)
+    await files.settle()
+    deleting = files.delete_in_editor
+
+    async def typed_while_deleted(deleted: Path, old: str | None) -> None:
+        await deleting(deleted, old)
+        if deleted == path:
+            typed(files, second, "c\nTYPED\n")
+    monkeypatch.setattr(files, "delete_in_editor", typed_while_deleted)
+    undo: list[str] = []
+    with pytest.raises(RewindError) as refused:
+        await restore_files(None, store, None, target.tree, files=files,
+                            before_changes=undo.append)
+    assert str(refused.value) == (
+        f"c.txt was not restored: {made} changed in the editor while it was being deleted; it "
+        f"was not deleted; but the restore had changed a.txt already: restore the undo "
+        f"snapshot {undo[0]} to undo that")
+    assert not path.exists() and made.read_text() == "c\n" and other.read_text() == "b now\n"
+    assert second.source == "c\nTYPED\n"
+    assert await store.read(undo[0], "a.txt") == b"mine\n"
+
+
+async def test_a_restore_failing_on_disk_after_an_editor_delete_names_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OSError deleting a file on disk (a folder not writable) after an open file went
+    through the editor came as it was, naming neither."""
+    path, other, store, target, _document, files = await open_file_a_restore_deletes(
+        tmp_path)
+    made = path.parent / "c.txt"
+    made.write_text("c\n")
+
+    def unwritable(root: Path, relative: str) -> None:
+        raise PermissionError(13, "Permission denied", str(root / relative))
+    monkeypatch.setattr(snapshots, "_remove", lambda root, relative: unwritable(root, relative)
+                        if relative == "c.txt" else None)
+    undo: list[str] = []
+    with pytest.raises(RewindError) as refused:
+        await restore_files(None, store, None, target.tree, files=files,
+                            before_changes=undo.append)
+    assert str(refused.value) == (
+        f"[Errno 13] Permission denied: '{made}'; but the restore had changed a.txt already: "
+        f"restore the undo snapshot {undo[0]} to undo that")
+    assert not path.exists() and made.exists() and other.read_text() == "b now\n"
+
+
+async def test_a_restore_failing_in_the_editor_after_the_disk_names_what_it_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An open file written last, through the editor, refused (a key typed while the disk was
+    restored): the files restored on disk before were named nowhere, nor the undo id."""
+    path, store, target, document, files = await unsaved_buffer_over(tmp_path, "one\n")
+    other = path.parent / "b.txt"
+    other.write_text("b now\n")
+    restore = store.restore
+
+    async def typed_while_restored(*args: Any) -> None:
+        await restore(*args)
+        typed(files, document, "one\nunsaved\nTYPED\n")
+    monkeypatch.setattr(store, "restore", typed_while_restored)
+    undo: list[str] = []
+    with pytest.raises(RewindError) as refused:
+        await restore_files(None, store, None, target.tree, files=files,
+                            before_changes=undo.append)
+    assert str(refused.value) == (
+        f"a.txt was not restored: {path} changed in the editor while it was being written; "
+        f"nothing was written. Read it again; but the restore had changed b.txt already: "
+        f"restore the undo snapshot {undo[0]} to undo that")
+    assert not other.exists() and document.source == "one\nunsaved\nTYPED\n"
 
 
 async def test_a_restore_goes_on_where_a_file_is_already_as_it_makes_it(tmp_path: Path) -> None:

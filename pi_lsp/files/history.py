@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from collections import deque
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -32,6 +33,7 @@ from pi_lsp.files.snapshots import (
     Snapshot,
     SnapshotError,
     SnapshotStore,
+    some_of,
     store_for,
     unsafe_reason,
 )
@@ -410,6 +412,24 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     texts = await editor_restores(store, target, found)
     if found.files:  # so the undo id is known however the restore ends (Ctrl-C, a failure)
         before_changes(found.current.tree)
+    done: list[str] = []
+    try:
+        await _make_changes(store, target, found, texts, files, done)
+    except (RewindError, SnapshotError, OSError) as error:
+        if not done:
+            raise
+        # Said here, as a client told no undo id (pi.restoreFiles failed) could not undo it.
+        raise _part_way(error, done, found.current.tree) from None
+    return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
+                         refused=found.refused, in_editor=sorted(texts), why=found.why,
+                         unrecorded=found.unrecorded)
+
+
+async def _make_changes(store: SnapshotStore, target: Snapshot, found: Changes,
+                        texts: dict[str, EditorRestore], files: FileAccess, done: list[str]
+                        ) -> None:
+    """Make `found`'s changes, `texts` through the editor; each path is added to `done` once
+    changed, so a failure part-way can name them."""
     # Every delete comes before every write: a write can make a folder a symlink (a snapshot
     # may hold one), and a later delete of a file "in" it would go wherever it leads.
     deleted = {change.path: await shown_text(store, found.current, change.path)
@@ -423,22 +443,24 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
         await store.unchanged_since(found.current.tree, target.tree, on_disk, found.unsaved)
     for path, old in deleted.items():
         await _in_editor(store, path, files.delete_in_editor(store.root / path, old))
+        if not os.path.lexists(store.root / path):  # an editor that cannot delete leaves it
+            done.append(path)
     # On disk: what an editor could not delete, with the folders left empty, then the rest;
     # told again first, as a program may have written while the editor deleted.
-    try:
-        await store.restore(target.tree, on_disk, found.current.tree, found.unsaved)
-    except SnapshotError as error:
-        if not deleted:
-            raise
-        # Said here, as a client told no undo id (pi.restoreFiles failed) could not undo it.
-        raise SnapshotError(f"{error}; but {', '.join(deleted)} had been deleted through the "
-                            f"editor already: restore the undo snapshot {found.current.tree} "
-                            "to bring them back") from None
+    await store.restore(target.tree, on_disk, found.current.tree, found.unsaved)
+    gone = set(done)
+    done.extend(f.path for f in on_disk if f.path not in gone)
     for path, text in texts.items():
         await _in_editor(store, path, files.write_text(store.root / path, text.new, text.old))
-    return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
-                         refused=found.refused, in_editor=sorted(texts), why=found.why,
-                         unrecorded=found.unrecorded)
+        done.append(path)
+
+
+def _part_way(error: Exception, done: list[str], undo_id: str) -> Exception:
+    """`error`, which stopped a restore after it changed `done`, naming them and the undo
+    snapshot that brings them back."""
+    kind = SnapshotError if isinstance(error, SnapshotError) else RewindError
+    return kind(f"{str(error).removesuffix('.')}; but the restore had changed "
+                f"{some_of(done)} already: restore the undo snapshot {undo_id} to undo that")
 
 
 async def _in_editor(store: SnapshotStore, path: str, change: Coroutine[Any, Any, object]

@@ -635,12 +635,10 @@ class SnapshotStore:
                     for path in paths if path in held}
         changed = await asyncio.to_thread(_differing, self.root, expected)
         if changed:
-            names = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more"
-                                              if len(changed) > 5 else "")
-            raise SnapshotError(f"{names} changed on disk since the restore took its undo "
-                                "snapshot; the restore stopped before writing or deleting files "
-                                "on disk, so what is there now is kept: restore again to "
-                                "replace it")
+            raise SnapshotError(f"{some_of(changed)} changed on disk since the restore took "
+                                "its undo snapshot; the restore stopped before writing or "
+                                "deleting files on disk, so what is there now is kept: restore "
+                                "again to replace it")
 
     async def _taken_first(self, tree: str) -> None:
         """`recorded` where the store is not made yet but the legacy store holds `tree`."""
@@ -863,6 +861,11 @@ def _files_below(folder: Path) -> Iterator[str]:
                     folders.append(entry.path)
                 else:
                     yield entry.path
+
+
+def some_of(paths: list[str]) -> str:
+    """The first five `paths`, and how many more: a message's list of files."""
+    return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
 
 def _differing(root: Path, expected: Mapping[str, tuple[tuple[str, str], ...]]) -> list[str]:
