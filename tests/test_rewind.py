@@ -1720,6 +1720,31 @@ async def test_a_restore_failing_on_disk_after_an_editor_delete_names_it(
     assert not path.exists() and made.exists() and other.read_text() == "b now\n"
 
 
+async def test_a_restore_failing_in_git_names_the_files_it_deleted_on_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`git restore` failing after the open file went through the editor and another was
+    deleted on disk: the refusal named only the open file, not the one deleted on disk."""
+    path, _other, store, target, _document, files = await open_file_a_restore_deletes(
+        tmp_path)
+    made = path.parent / "c.txt"
+    made.write_text("c\n")
+    run = store._run
+
+    async def failing(*args: str, **kwargs: Any) -> bytes:
+        if args[0] == "restore":
+            raise SnapshotError("git restore failed: error: unable to create file b.txt")
+        return await run(*args, **kwargs)
+    monkeypatch.setattr(store, "_run", failing)
+    undo: list[str] = []
+    with pytest.raises(SnapshotError) as refused:
+        await restore_files(None, store, None, target.tree, files=files,
+                            before_changes=undo.append)
+    assert str(refused.value) == (
+        "git restore failed: error: unable to create file b.txt; but the restore had changed "
+        f"a.txt, c.txt already: restore the undo snapshot {undo[0]} to undo that")
+    assert not path.exists() and not made.exists()
+
+
 async def test_a_restore_failing_in_the_editor_after_the_disk_names_what_it_changed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An open file written last, through the editor, refused (a key typed while the disk was

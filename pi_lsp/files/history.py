@@ -429,7 +429,8 @@ async def _make_changes(store: SnapshotStore, target: Snapshot, found: Changes,
                         texts: dict[str, EditorRestore], files: FileAccess, done: list[str]
                         ) -> None:
     """Make `found`'s changes, `texts` through the editor; each path is added to `done` once
-    changed, so a failure part-way can name them."""
+    changed (one deleted through the editor again as the disk's delete finds it gone), so a
+    failure part-way can name them."""
     # Every delete comes before every write: a write can make a folder a symlink (a snapshot
     # may hold one), and a later delete of a file "in" it would go wherever it leads.
     deleted = {change.path: await shown_text(store, found.current, change.path)
@@ -447,9 +448,8 @@ async def _make_changes(store: SnapshotStore, target: Snapshot, found: Changes,
             done.append(path)
     # On disk: what an editor could not delete, with the folders left empty, then the rest;
     # told again first, as a program may have written while the editor deleted.
-    await store.restore(target.tree, on_disk, found.current.tree, found.unsaved)
-    gone = set(done)
-    done.extend(f.path for f in on_disk if f.path not in gone)
+    await store.restore(target.tree, on_disk, found.current.tree, found.unsaved, done)
+    done.extend(f.path for f in on_disk if f.status != "deleted")
     for path, text in texts.items():
         await _in_editor(store, path, files.write_text(store.root / path, text.new, text.old))
         done.append(path)
@@ -460,7 +460,8 @@ def _part_way(error: Exception, done: list[str], undo_id: str) -> Exception:
     snapshot that brings them back."""
     kind = SnapshotError if isinstance(error, SnapshotError) else RewindError
     return kind(f"{str(error).removesuffix('.')}; but the restore had changed "
-                f"{some_of(done)} already: restore the undo snapshot {undo_id} to undo that")
+                f"{some_of(list(dict.fromkeys(done)))} already: restore the undo snapshot "
+                f"{undo_id} to undo that")
 
 
 async def _in_editor(store: SnapshotStore, path: str, change: Coroutine[Any, Any, object]

@@ -584,11 +584,13 @@ class SnapshotStore:
         return None
 
     async def restore(self, target: str, changes: list[FileChange], over: str | None = None,
-                      unchecked: Collection[str] = ()) -> None:
+                      unchecked: Collection[str] = (), deleted: list[str] | None = None
+                      ) -> None:
         """Make the listed files what they are in `target`; no other file is touched, and
         none under `.git/` or `.pi/` or behind a symlink (see `unsafe_reason`). With `over`,
         the snapshot restored over, each file but those `unchecked` must still be on disk as
-        `over` or `target` holds it: else SnapshotError naming them, and nothing is touched."""
+        `over` or `target` holds it: else SnapshotError naming them, and nothing is touched.
+        `deleted` gets each path as it is deleted, for a failure after it to name."""
         source = object_id(target)
         for change in changes:
             reason = unsafe_reason(self.root, change.path)
@@ -603,6 +605,8 @@ class SnapshotStore:
             for change in changes:
                 if change.status == "deleted":
                     _remove(self.root, change.path)
+                    if deleted is not None:
+                        deleted.append(change.path)
             written = [c.path for c in changes if c.status != "deleted"]
             if written:
                 await self._run("restore", f"--source={source}", "--worktree",
