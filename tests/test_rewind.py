@@ -1741,8 +1741,41 @@ async def test_a_restore_failing_in_git_names_the_files_it_deleted_on_disk(
                             before_changes=undo.append)
     assert str(refused.value) == (
         "git restore failed: error: unable to create file b.txt; but the restore had changed "
-        f"a.txt, c.txt already: restore the undo snapshot {undo[0]} to undo that")
+        f"a.txt, c.txt and may have written b.txt already: restore the undo snapshot {undo[0]} "
+        "to undo that")
     assert not path.exists() and not made.exists()
+
+
+async def test_a_restore_failing_in_git_before_any_delete_still_gives_the_undo_snapshot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`git restore` writing a.txt, then failing on b.txt (a read-only file, a full disk), in a
+    restore that deleted nothing: the bare git error gave no undo id, which pi.restoreFiles
+    tells a client no other way, with a.txt already written."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("a then\n")
+    (root / "b.txt").write_text("b then\n")
+    store = SnapshotStore(root)
+    target = await store.snapshot()
+    (root / "a.txt").write_text("a now\n")
+    (root / "b.txt").write_text("b now\n")
+    run = store._run
+
+    async def failing(*args: str, **kwargs: Any) -> bytes:
+        if args[0] == "restore":  # as git does: a.txt written, b.txt failed
+            (root / "a.txt").write_text("a then\n")
+            raise SnapshotError("git restore failed: error: unable to create file b.txt")
+        return await run(*args, **kwargs)
+    monkeypatch.setattr(store, "_run", failing)
+    undo: list[str] = []
+    with pytest.raises(SnapshotError) as refused:
+        await restore_files(None, store, None, target.tree, before_changes=undo.append)
+    assert str(refused.value) == (
+        "git restore failed: error: unable to create file b.txt; but the restore may have "
+        f"written a.txt, b.txt already: restore the undo snapshot {undo[0]} to undo that")
+    monkeypatch.undo()  # git works again
+    await restore_files(None, store, None, undo[0])
+    assert (root / "a.txt").read_text() == "a now\n" and (root / "b.txt").read_text() == "b now\n"
 
 
 async def test_a_restore_failing_in_the_editor_after_the_disk_names_what_it_changed(

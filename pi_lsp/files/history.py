@@ -30,6 +30,7 @@ from pi_lsp.files.snapshots import (
     MAX_FILE_BYTES,
     OBJECT_ID,
     FileChange,
+    RestoreProgress,
     Snapshot,
     SnapshotError,
     SnapshotStore,
@@ -412,25 +413,24 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     texts = await editor_restores(store, target, found)
     if found.files:  # so the undo id is known however the restore ends (Ctrl-C, a failure)
         before_changes(found.current.tree)
-    done: list[str] = []
+    progress = RestoreProgress()
     try:
-        await _make_changes(store, target, found, texts, files, done)
+        await _make_changes(store, target, found, texts, files, progress)
     except (RewindError, SnapshotError, OSError) as error:
-        if not done:
+        if not (progress.changed or progress.writing):
             raise
         # Said here, as a client told no undo id (pi.restoreFiles failed) could not undo it.
-        raise _part_way(error, done, found.current.tree) from None
+        raise _part_way(error, progress, found.current.tree) from None
     return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
                          refused=found.refused, in_editor=sorted(texts), why=found.why,
                          unrecorded=found.unrecorded)
 
 
 async def _make_changes(store: SnapshotStore, target: Snapshot, found: Changes,
-                        texts: dict[str, EditorRestore], files: FileAccess, done: list[str]
-                        ) -> None:
-    """Make `found`'s changes, `texts` through the editor; each path is added to `done` once
-    changed (one deleted through the editor again as the disk's delete finds it gone), so a
-    failure part-way can name them."""
+                        texts: dict[str, EditorRestore], files: FileAccess,
+                        progress: RestoreProgress) -> None:
+    """Make `found`'s changes, `texts` through the editor, each path told to `progress` as it
+    is changed (one deleted through the editor again as the disk's delete finds it gone)."""
     # Every delete comes before every write: a write can make a folder a symlink (a snapshot
     # may hold one), and a later delete of a file "in" it would go wherever it leads.
     deleted = {change.path: await shown_text(store, found.current, change.path)
@@ -445,23 +445,25 @@ async def _make_changes(store: SnapshotStore, target: Snapshot, found: Changes,
     for path, old in deleted.items():
         await _in_editor(store, path, files.delete_in_editor(store.root / path, old))
         if not os.path.lexists(store.root / path):  # an editor that cannot delete leaves it
-            done.append(path)
+            progress.changed.append(path)
     # On disk: what an editor could not delete, with the folders left empty, then the rest;
     # told again first, as a program may have written while the editor deleted.
-    await store.restore(target.tree, on_disk, found.current.tree, found.unsaved, done)
-    done.extend(f.path for f in on_disk if f.status != "deleted")
+    await store.restore(target.tree, on_disk, found.current.tree, found.unsaved, progress)
     for path, text in texts.items():
         await _in_editor(store, path, files.write_text(store.root / path, text.new, text.old))
-        done.append(path)
+        progress.changed.append(path)
 
 
-def _part_way(error: Exception, done: list[str], undo_id: str) -> Exception:
-    """`error`, which stopped a restore after it changed `done`, naming them and the undo
-    snapshot that brings them back."""
+def _part_way(error: Exception, progress: RestoreProgress, undo_id: str) -> Exception:
+    """`error`, which stopped a restore part-way, naming what it had changed (or may have:
+    git's writes) and the undo snapshot that brings them back."""
     kind = SnapshotError if isinstance(error, SnapshotError) else RewindError
-    return kind(f"{str(error).removesuffix('.')}; but the restore had changed "
-                f"{some_of(list(dict.fromkeys(done)))} already: restore the undo snapshot "
-                f"{undo_id} to undo that")
+    changed = list(dict.fromkeys(progress.changed))
+    done = [f"had changed {some_of(changed)}"] if changed else []
+    if progress.writing:
+        done.append(f"may have written {some_of(progress.writing)}")
+    return kind(f"{str(error).removesuffix('.')}; but the restore {' and '.join(done)} "
+                f"already: restore the undo snapshot {undo_id} to undo that")
 
 
 async def _in_editor(store: SnapshotStore, path: str, change: Coroutine[Any, Any, object]

@@ -128,6 +128,14 @@ class FileChange(msgspec.Struct, rename="camel"):
     diff: str
 
 
+class RestoreProgress(msgspec.Struct):
+    """What a restore has changed so far, for a failure part-way to name."""
+
+    changed: list[str] = msgspec.field(default_factory=list)
+    # Handed to git, which may have written some before it failed (it does not say which).
+    writing: list[str] = msgspec.field(default_factory=list)
+
+
 class SnapshotStore:
     """One workspace's snapshots; one instance per workspace per process (see `store_for`)."""
 
@@ -584,14 +592,15 @@ class SnapshotStore:
         return None
 
     async def restore(self, target: str, changes: list[FileChange], over: str | None = None,
-                      unchecked: Collection[str] = (), deleted: list[str] | None = None
+                      unchecked: Collection[str] = (), progress: RestoreProgress | None = None
                       ) -> None:
         """Make the listed files what they are in `target`; no other file is touched, and
         none under `.git/` or `.pi/` or behind a symlink (see `unsafe_reason`). With `over`,
         the snapshot restored over, each file but those `unchecked` must still be on disk as
         `over` or `target` holds it: else SnapshotError naming them, and nothing is touched.
-        `deleted` gets each path as it is deleted, for a failure after it to name."""
+        `progress` gets each path as it is deleted or handed to git, for a failure to name."""
         source = object_id(target)
+        progress = progress or RestoreProgress()
         for change in changes:
             reason = unsafe_reason(self.root, change.path)
             if reason is not None:
@@ -605,13 +614,14 @@ class SnapshotStore:
             for change in changes:
                 if change.status == "deleted":
                     _remove(self.root, change.path)
-                    if deleted is not None:
-                        deleted.append(change.path)
-            written = [c.path for c in changes if c.status != "deleted"]
-            if written:
+                    progress.changed.append(change.path)
+            progress.writing = [c.path for c in changes if c.status != "deleted"]
+            if progress.writing:
                 await self._run("restore", f"--source={source}", "--worktree",
                                 "--pathspec-from-file=-", "--pathspec-file-nul",
-                                stdin=_join(written))
+                                stdin=_join(progress.writing))
+            progress.changed += progress.writing
+            progress.writing = []
 
     async def unchanged_since(self, over: str, target: str, changes: list[FileChange],
                               unchecked: Collection[str] = ()) -> None:
