@@ -29,7 +29,6 @@ from pi_lsp.session import migrate as migrate_module
 from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.catalog import summarize
 from pi_lsp.session.check import check_session
-from pi_lsp.session.collector import collector_paused
 from pi_lsp.session.entries import (
     AssistantMessage,
     BranchSummaryMessage,
@@ -1462,17 +1461,3 @@ def test_a_path_handed_to_a_worker_thread_is_not_extended_by_the_loop(tmp_path: 
     kept = first + next(at for at, line in enumerate(lines) if line.strip() == "return held")
     assert paths_asked_while_a_worker_waits(tree, kept, "b", "c") == (
         ["a", "b", "c"], ["a", "b"])
-
-
-def test_the_collector_stays_paused_until_the_last_of_two_builds_ends() -> None:
-    """Two builds in two threads: the first to end turned the collector on under the second,
-    still building, which then ran with it on; it comes back on only when both have ended."""
-    first, second = collector_paused(), collector_paused()
-    first.__enter__()
-    second.__enter__()
-    first.__exit__(None, None, None)
-    try:
-        assert not gc.isenabled()
-    finally:
-        second.__exit__(None, None, None)
-    assert gc.isenabled()
