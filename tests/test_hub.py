@@ -836,6 +836,22 @@ async def test_a_preview_while_a_large_view_is_built_leaves_the_tree_to_the_buil
     assert tree.leaf_id == "late0" and len(tree.records) == count + 1
 
 
+async def test_a_large_session_not_written_yet_is_kept_after_its_view_is_built(
+        tmp_path: Path) -> None:
+    """A session not written yet (a fork at an entry whose path holds no message: pi 1.6
+    writes it at its first) lives only here. Its first view of more than 20,000 entries, built
+    in a worker thread, then had its file looked at (`file_changed`), which is not there yet:
+    the session was forgotten, its entries lost. The watcher's word on its path alike."""
+    hub = SessionHub([tmp_path], Config())
+    new = hub.new_session(None)
+    count = hub_module.BACKGROUND_VIEW_ENTRIES + 1
+    tree = hub.held(new).tree
+    tree.take_lines(entries(count, "e"))  # after its model and thinking level
+    view = await hub.view(new, limit=300)
+    hub.file_changed(new)
+    assert view.entries == len(tree.records) > count and hub.held(new).tree is tree
+
+
 async def test_a_follow_up_whose_run_ended_as_a_large_view_is_built_waits_for_the_view(
         tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A follow-up asked about its attachment finds its run ended and claims a turn of its

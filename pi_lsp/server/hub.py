@@ -299,11 +299,13 @@ class SessionHub(Workspace):
 
     def file_changed(self, path: Path) -> None:
         """The watcher saw `path` change: take in what another writer appended."""
+        key = real_path(path)
+        session = self.open.get(key)
+        if session is not None and session.tree.deferred:  # no file yet: held here only
+            return
         if not path.is_file():
             self.forget(path)
             return
-        key = real_path(path)
-        session = self.open.get(key)
         if session is None or key in self._reading or key in self._building:
             return  # a reader or builder in flight looks again after
         if session.tree.read_in_background():
