@@ -36,15 +36,24 @@ class Tasks:
             log.error("%s failed", task.get_name(), exc_info=error)
 
     async def finish(self, wait_s: float, give_up: Callable[[], None]) -> None:
-        """Let running tasks end for up to `wait_s`, then call `give_up` (what they wait on
-        is waited for no longer), cancel the rest and await them."""
-        running = [t for t in self._running if not t.done()]
-        if not running:
-            return
-        _done, late = await asyncio.wait(running, timeout=wait_s)
-        if not late:
+        """Let running tasks, and those they start meanwhile (a view's build ending starts a
+        read), end for up to `wait_s`, then call `give_up` (what they wait on is waited for no
+        longer), cancel the rest and await them."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while running := self._unfinished():
+            _done, pending = await asyncio.wait(running,
+                                                timeout=max(0.0, deadline - loop.time()))
+            if pending:
+                break
+        else:
             return
         give_up()
-        for task in late:  # waiting on the client, say: cut, and awaited all the same
-            task.cancel()
-        await asyncio.wait(late)
+        while late := self._unfinished():  # waiting on the client, say: cut, and awaited
+            for task in late:
+                task.cancel()
+            await asyncio.wait(late)
+
+    def _unfinished(self) -> list[asyncio.Task[Any]]:
+        """The tasks not ended, those started since the last look included."""
+        return [task for task in self._running if not task.done()]
