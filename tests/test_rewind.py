@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.workspace import TextDocument
 from pytest_lsp import LanguageClient
 
@@ -1695,6 +1696,37 @@ async def test_a_restore_failing_after_an_editor_delete_names_it_and_the_undo_sn
     assert not path.exists() and made.read_text() == "c\n" and other.read_text() == "b now\n"
     assert second.source == "c\nTYPED\n"
     assert await store.read(undo[0], "a.txt") == b"mine\n"
+
+
+async def test_a_restore_whose_editor_answers_an_error_names_what_it_changed(
+        tmp_path: Path) -> None:
+    """An editor answering workspace/applyEdit with an error (its handler threw: VS Code's
+    client answers so) for the second open file's delete: the JsonRpcException came out bare,
+    the first file and its buffer gone, nothing named and pi.restoreFiles told no undo id."""
+    path, other, store, target, _document, files = await open_file_a_restore_deletes(
+        tmp_path)
+    made = path.parent / "c.txt"  # made since the snapshot too, and open
+    made.write_text("c\n")
+    second = TextDocument(made.as_uri(), "c\n", version=1)
+    files.server.workspace.text_documents[second.uri] = second
+    files.synced(second.uri)
+    await files.settle()
+    applying = files.server.workspace_apply_edit_async
+
+    async def second_fails(params: types.ApplyWorkspaceEditParams) -> Any:
+        if params.edit.document_changes[0].uri == second.uri:
+            raise JsonRpcException(message="Request workspace/applyEdit failed", code=-32603)
+        return await applying(params)
+    files.server.workspace_apply_edit_async = second_fails  # type: ignore[misc]
+    undo: list[str] = []
+    with pytest.raises(RewindError) as refused:
+        await restore_files(None, store, None, target.tree, files=files,
+                            before_changes=undo.append)
+    assert str(refused.value) == (
+        f"c.txt was not restored: the editor did not apply the change to {made}: Request "
+        f"workspace/applyEdit failed; but the restore had changed a.txt already: restore the "
+        f"undo snapshot {undo[0]} to undo that")
+    assert not path.exists() and made.exists() and other.read_text() == "b now\n"
 
 
 async def test_a_restore_failing_on_disk_after_an_editor_delete_names_it(

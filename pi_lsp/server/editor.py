@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
@@ -272,8 +272,12 @@ class EditorFiles:
         self.forget(document.uri)
 
     async def apply(self, path: Path, edit: types.WorkspaceEdit, label: str) -> None:
-        answer = await self.server.workspace_apply_edit_async(
-            types.ApplyWorkspaceEditParams(edit=edit, label=label))
+        try:
+            answer = await self.server.workspace_apply_edit_async(
+                types.ApplyWorkspaceEditParams(edit=edit, label=label))
+        except JsonRpcException as error:  # an error answer (its handler threw): not applied
+            raise ToolError(f"the editor did not apply the change to {path}: "
+                            f"{error.message}") from None
         if not answer.applied:
             raise ToolError(f"the editor did not apply the change to {path}"
                             f"{': ' + answer.failure_reason if answer.failure_reason else ''}")
