@@ -905,6 +905,30 @@ async def test_a_command_waiting_for_a_large_view_waits_for_the_read_the_builder
     assert [record.raw for record in session.tree.records] == as_read_now(large)
 
 
+async def test_a_build_cancelled_at_shutdown_holds_the_tree_until_its_thread_ends(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shutdown cancels a view's build past its grace, but not its worker thread, which cannot
+    be stopped: a label waiting behind the build was then written into the tree the thread
+    still folded. The tree stays the thread's until it ends; the watcher's word is not taken."""
+    large = path.with_name("large.jsonl")
+    count = hub_module.BACKGROUND_VIEW_ENTRIES + 1
+    large.write_bytes(b"".join([path.read_bytes().splitlines(True)[0],
+                                *entries(count, "e")]))
+    hub = SessionHub([tmp_path], Config())
+    gate = GatedViews(monkeypatch)
+    drawn = asyncio.create_task(hub.view(large, limit=300))
+    await until(gate.entered.is_set, "the large tree's view to be built in a worker thread")
+    append_lines_to(large, entries(1, "late"))
+    hub.file_changed(large)  # the watcher's word meanwhile
+    command = asyncio.create_task(hub.load(large))  # as every command opens it (pi.label)
+    await hub.tasks.finish(0.0, lambda: None)  # as shutdown, its grace over: the build cancelled
+    assert not command.done()  # (it was done: its wait ended with the build's task, first)
+    assert len(hub.held(large).tree.records) == count
+    gate.release.set()
+    await command
+    assert drawn.cancelled() and len(hub.sync(large).tree.records) == count + 1  # the command's
+
+
 async def test_sessions_are_listed_while_the_loop_opens_another(
         tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pi.listSessions reads the disk in a worker thread; it iterated the sessions held there

@@ -2618,6 +2618,44 @@ async def test_shutdown_just_after_a_prompt_and_a_job_are_answered_aborts_both(
         assert await asyncio.wait_for(client._server.wait(), CEILING_S) == 0
 
 
+async def test_shutdown_during_a_large_views_build_runs_no_command_on_its_tree(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """Shutdown, its grace over, cancelled a large view's build, not its worker thread (which
+    cannot be stopped), and a label waiting behind the build was then written into the tree
+    the thread still folded. The label is answered cancelled, as requests in flight at
+    shutdown are, and nothing is written; the server ends once the thread has."""
+    root = make_workspace(tmp_path / "w")
+    large = root / "main" / ".pi" / "sessions" / "large.jsonl"
+    header = EXAMPLE_SESSION.read_text().splitlines()[0]
+    large.write_text("\n".join([header, *(json.dumps(
+        {"type": "custom", "customType": "x", "id": f"e{n}", "parentId": f"e{n - 1}" if n else None,
+         "timestamp": "2026-01-01T00:00:00.000Z"}) for n in range(20_001))]) + "\n")
+    before = large.read_bytes()
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    gated = [sys.executable, str(Path(__file__).with_name("gated_serve.py"))]
+    async with own_server(env={"GATE_DIR": str(gate)}, command=gated) as client:
+        await connect(client, "neovim@v0.11", root, init_options(fake))
+        tree = asyncio.ensure_future(call(client, "pi.getTree", {"uri": large.as_uri(),
+                                                                 "limit": 300}))
+        await until((gate / "entered").exists, "the large view to be built in a worker thread")
+        # Sent (and so read) before `shutdown`: it waits behind the build as shutdown begins.
+        labelled = types.ExecuteCommandParams(command="pi.label", arguments=[
+            {"uri": large.as_uri(), "targetId": "e5", "label": "x"}])
+        label = asyncio.wrap_future(client.protocol.send_request(
+            types.WORKSPACE_EXECUTE_COMMAND, labelled))
+        await asyncio.wait_for(client.shutdown_async(None), CEILING_S)
+        for request in (tree, label):
+            with pytest.raises(JsonRpcException) as info:
+                await request
+            assert info.value.code == types.LSPErrorCodes.RequestCancelled, info.value
+        assert large.read_bytes() == before
+        (gate / "open").touch()
+        client.exit(None)
+        assert client._server is not None
+        assert await asyncio.wait_for(client._server.wait(), CEILING_S) == 0
+
+
 async def test_a_command_before_initialize_is_server_not_initialized() -> None:
     """It answered pi-lsp's -32011 where LSP has its own code, ServerNotInitialized (found in
     review)."""

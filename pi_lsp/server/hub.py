@@ -468,22 +468,23 @@ class SessionHub(Workspace):
         if session.busy or len(tree.records) <= BACKGROUND_VIEW_ENTRIES or \
                 self.views.current(session.view, tree, bookkeeping, limit):
             return self.views.view(session.view, tree, bookkeeping, limit)
-        building = self._building[key] = self.tasks.start(
-            self._build_off_loop(key, session, bookkeeping, limit), f"draw {path}")
-        return await asyncio.shield(building)  # a caller cancelled leaves it to finish
+        # The thread's own task holds the tree (`load` waits for it); shutdown waits for, and
+        # past its grace cancels, the build, which leaves the thread (it cannot be stopped).
+        drawing = self._building[key] = asyncio.ensure_future(asyncio.to_thread(
+            self.views.view, session.view, tree, bookkeeping, limit))
+        build = self.tasks.start(_awaited(drawing), f"draw {path}")
+        drawing.add_done_callback(lambda _drawing: self._built(key, session, drawing, build))
+        return await asyncio.shield(build)  # a caller cancelled leaves it to finish
 
-    async def _build_off_loop(self, key: Path, session: OpenSession, bookkeeping: bool,
-                              limit: int | None) -> TreeView:
-        """The session's view, built in a worker thread; then what the watcher saw meanwhile
-        is taken in (editors are sent the change, as after any view)."""
-        try:
-            return await asyncio.to_thread(self.views.view, session.view, session.tree,
-                                           bookkeeping, limit)
-        finally:
-            if self._building.get(key) is asyncio.current_task():  # not a later session's
-                del self._building[key]
-            if self.open.get(key) is session:
-                self.file_changed(key)
+    def _built(self, key: Path, session: OpenSession, drawing: asyncio.Task[TreeView],
+               build: asyncio.Task[TreeView]) -> None:
+        """The worker thread's build ended: the tree is the loop's again, and what the watcher
+        saw meanwhile is taken in (editors are sent the change, as after any view), unless
+        shutdown cancelled the build."""
+        if self._building.get(key) is drawing:  # not a later session's
+            del self._building[key]
+        if self.open.get(key) is session and not build.cancelled():
+            self.file_changed(key)
 
     def rows_under(self, path: Path, under: str, start: int, limit: int,
                    bookkeeping: bool = False) -> RowsUnder:
@@ -587,6 +588,11 @@ def _named_errors(path: Path) -> Iterator[None]:
         raise UnknownSessionError(str(path)) from None
     except NotASessionError as error:
         raise NotASessionFileError(str(path), str(error)) from None
+
+
+async def _awaited(drawing: asyncio.Task[TreeView]) -> TreeView:
+    """The view a worker thread builds; cancelled, the thread goes on (`_built` follows it)."""
+    return await asyncio.shield(drawing)
 
 
 def _retrieved(task: asyncio.Task[OpenSession]) -> None:
