@@ -1413,3 +1413,61 @@ def test_json_nested_past_pythons_parser_is_read_as_json_parse_reads_it(text: st
     for _ in range(DEEP_JSON):
         [read] = read
     assert msgspec.json.encode(read) == msgspec.json.encode(expected)
+
+
+# -- a long reply is read without holding the event loop (the editor's requests) -------------
+
+
+def parses_recorded(monkeypatch, *names: str) -> list[tuple[str, int, bool]]:
+    """Each call of base's `names` (argument parsers): its name, the text's length, and
+    whether it ran on the event loop's thread."""
+    seen: list[tuple[str, int, bool]] = []
+
+    def recorder(name: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+        def recorded(text: str) -> Any:
+            seen.append((name, len(text), threading.current_thread() is threading.main_thread()))
+            return parse(text)
+        return recorded
+
+    for name in names:
+        monkeypatch.setattr(base, name, recorder(name, getattr(base, name)))
+    return seen
+
+
+async def test_long_tool_arguments_are_parsed_in_a_worker_thread(rig, oai, monkeypatch) -> None:
+    """A finished call's arguments of 10 MB that JSON refuses went through repaired_json and
+    V8's wording on the event loop, holding every editor request 2.5-4.3 s; past
+    INLINE_ARGUMENT_CHARS they are parsed in a worker thread, to the same result."""
+    one = rig()
+    refused = '{"command": "grep \\d' + " x" * 10_000 + '" oops}'
+    mended = '{"pattern": "\\d+' + " y" * 10_000 + '"}'
+    texts = [refused, mended, '{"short": 1}']
+    parse = base.parse_arguments
+    seen = parses_recorded(monkeypatch, "parse_arguments")
+    oai.script(Reply([*(chunk({"tool_calls": [{"index": i, "id": f"c{i}", "type": "function",
+                                               "function": {"name": "nope", "arguments": text}}]})
+                        for i, text in enumerate(texts)), chunk(finish="tool_calls")]),
+               chat_reply("done"))
+    await one.harness.prompt("hi")
+    calls = [block for message in one.messages() for block in message["content"]
+             if block["type"] == "toolCall"]
+    assert [(call["arguments"], call.get("argumentsError")) for call in calls] == [
+        parse(text) for text in texts]
+    assert calls[1]["arguments"]["pattern"].startswith("\\d+ y")  # mended, as pi 1.6 mends it
+    assert sorted(seen[:3]) == [("parse_arguments", 12, True),
+                                ("parse_arguments", len(mended), False),
+                                ("parse_arguments", len(refused), False)]
+
+
+async def test_a_long_unfinished_call_is_read_in_a_worker_thread(rig, oai, monkeypatch) -> None:
+    """A call the stream broke inside keeps what its arguments hold so far, read as pi 1.6's
+    streaming parser reads them: past INLINE_ARGUMENT_CHARS, in a worker thread."""
+    one = rig()
+    text = '{"items": [' + "1, " * 10_000
+    seen = parses_recorded(monkeypatch, "partial_arguments")
+    oai.script(Reply([chunk({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                             "function": {"name": "nope", "arguments": text}}]})],
+                     cut=True))
+    await one.harness.prompt("hi")
+    assert seen == [("partial_arguments", len(text), False)]
+    assert one.last()["content"][0]["arguments"] == {"items": [1] * 10_000}

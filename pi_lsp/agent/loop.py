@@ -193,9 +193,23 @@ async def stream_reply(hooks: LoopHooks) -> AssistantMessage:
         reply.fail("aborted", ABORTED_REPLY)
     if hooks.aborted and reply.stop_reason not in ("error", "aborted"):
         reply.fail("aborted", ABORTED_REPLY)
+    await read_long_arguments(hooks, reply)
     message = reply.message()
     hooks.emit(MessageEnd(message=message))
     return message
+
+
+async def read_long_arguments(hooks: LoopHooks, reply: ReplyBuilder) -> None:
+    """The reply's long tool-call arguments parsed off the loop, an aborted reply's too; when a
+    shutdown cancels an aborted run meanwhile, message() parses the rest, so the abort is
+    still written (as abortable lets it be)."""
+    try:
+        await reply.read_long_arguments()
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not hooks.aborted or current is None:
+            raise
+        current.uncancel()
 
 
 def aborted_turn(hooks: LoopHooks) -> AssistantMessage:

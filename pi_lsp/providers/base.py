@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -347,6 +348,9 @@ class ReplyBuilder:
         # An open call's arguments JSON in pieces, joined once: adding each delta to one string
         # copied it whole every time (49 s for 2 MB of arguments in 16-character deltas).
         self._tool_json: dict[int, list[str]] = {}
+        # Ended calls whose arguments are too long to read on the event loop, left for
+        # read_long_arguments (a worker thread): 10 MB of them held the loop up to 4 s.
+        self._unread: dict[int, str] = {}
         self.usage = Usage()
         self.total_tokens: int | None = None  # the server's total, when pi keeps that one
         self.stop_reason: StopReason = "stop"
@@ -437,21 +441,42 @@ class ReplyBuilder:
         return "".join(self._tool_json.get(index, []))
 
     def end_block(self, index: int) -> BlockEnd:
-        """Parse a tool call's arguments once its JSON is complete."""
+        """Parse a tool call's arguments once its JSON is complete; long ones are left for
+        read_long_arguments."""
         pieces = self._tool_json.pop(index, None)
         block = self.blocks[index]
         if pieces is not None and isinstance(block, ToolCall):
-            block.arguments, block.arguments_error = parse_arguments("".join(pieces))
+            text = "".join(pieces)
+            if len(text) > INLINE_ARGUMENT_CHARS:
+                self._unread[index] = text
+            else:
+                block.arguments, block.arguments_error = parse_arguments(text)
         return BlockEnd(content_index=index)
+
+    async def read_long_arguments(self) -> None:
+        """Parse, in a worker thread, the long arguments of calls that ended and of calls whose
+        end never came (the stream is over): on the loop, every request would wait for them."""
+        for index in list(self._tool_json):
+            if sum(map(len, self._tool_json[index])) > INLINE_ARGUMENT_CHARS:
+                text = "".join(self._tool_json[index])
+                read = await asyncio.to_thread(partial_arguments, text)
+                self._set_arguments(index, read)
+                del self._tool_json[index]  # only once read: an abort meanwhile leaves it
+        for index in list(self._unread):
+            self._set_arguments(index, await asyncio.to_thread(parse_arguments,
+                                                               self._unread[index]))
+            del self._unread[index]
+
+    def _set_arguments(self, index: int, read: tuple[dict[str, Any], str | None]) -> None:
+        block = self.blocks[index]
+        if isinstance(block, ToolCall):
+            block.arguments, block.arguments_error = read
 
     def _end_unfinished_call(self, index: int) -> None:
         """A call whose end never came (the stream ended or broke inside it) keeps what its
         arguments hold so far, as pi 1.6 keeps the partial arguments it streamed: it parses
         them whole, and finds them malformed, only when the call ends."""
-        block = self.blocks[index]
-        text = "".join(self._tool_json.pop(index))
-        if isinstance(block, ToolCall):
-            block.arguments, block.arguments_error = partial_arguments(text)
+        self._set_arguments(index, partial_arguments("".join(self._tool_json.pop(index))))
 
     def fail(self, reason: StopReason, message: str) -> None:
         """End the reply as failed; the first failure is the one reported."""
@@ -469,6 +494,8 @@ class ReplyBuilder:
         as far as they go."""
         for index in list(self._tool_json):
             self._end_unfinished_call(index)
+        for index in list(self._unread):  # read_long_arguments was not awaited
+            self._set_arguments(index, parse_arguments(self._unread.pop(index)))
         message = self._assemble([self.block(index) for index in range(len(self.blocks))])
         # Rounded as JavaScript's Math.round rounds (a half up).
         message.duration_ms = math.floor((time.monotonic() - self._started) * 1000 + 0.5)
@@ -574,6 +601,10 @@ def _js_sum(*counts: int) -> int:
         total += count
     return int(total)
 
+
+# Arguments longer than this are parsed off the event loop (read_long_arguments): a refused
+# text of 10,000 characters takes up to 12 ms to parse and word as pi does.
+INLINE_ARGUMENT_CHARS = 10_000
 
 # A call's arguments sit four levels into its entry's line, and the session reader skips a line
 # nested more than MAX_NESTING levels as damaged: deeper arguments could not be written.
