@@ -38,12 +38,14 @@ from pi_lsp.agent.retry import (
     is_retryable,
 )
 from pi_lsp.cli_common import OneLineRecord
-from pi_lsp.providers import base, openai_chat, openai_responses
+from pi_lsp.providers import anthropic as anthropic_provider
+from pi_lsp.providers import base, openai_api, openai_chat, openai_responses
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import MAX_TOKENS, ModelRequest, ReplyBuilder, TextDelta, ToolSpec
 from pi_lsp.providers.base_url import masked_passwords, url_problem
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.providers.failures import MALFORMED_EVENT, event_json, transport_failure
+from pi_lsp.providers.long_events import LONG_EVENT_CHARS
 from pi_lsp.providers.openai_api import OpenAIProvider
 from pi_lsp.providers.registry import (
     ANTHROPIC_API,
@@ -1471,3 +1473,60 @@ async def test_a_long_unfinished_call_is_read_in_a_worker_thread(rig, oai, monke
     await one.harness.prompt("hi")
     assert seen == [("partial_arguments", len(text), False)]
     assert one.last()["content"][0]["arguments"] == {"items": [1] * 10_000}
+
+
+def events_read_recorded(monkeypatch) -> list[tuple[int, bool]]:
+    """Each stream event's JSON read by the two SDKs' decoders: the data's length, and whether
+    it was read on the event loop's thread."""
+    seen: list[tuple[int, bool]] = []
+
+    def recorder(read: Callable[[str], Any]) -> Callable[[str], Any]:
+        def recorded(data: str) -> Any:
+            seen.append((len(data), threading.current_thread() is threading.main_thread()))
+            return read(data)
+        return recorded
+
+    monkeypatch.setattr(openai_api, "event_json", recorder(openai_api.event_json))
+    monkeypatch.setattr(anthropic_provider, "mended_event_json",
+                        recorder(anthropic_provider.mended_event_json))
+    return seen
+
+
+async def test_a_long_chat_event_is_read_in_a_worker_thread(oai, monkeypatch) -> None:
+    """An event of 50 MB (one SSE line) was read as JSON on the event loop; one whose data
+    passes LONG_EVENT_CHARS is read in a worker thread, and the reply is the same."""
+    model = local(base_url=f"{oai.url}/v1")
+    provider = OpenAIProvider("lab", "k", f"{oai.url}/v1")
+    long_text = "y" * (LONG_EVENT_CHARS + 1)
+    seen = events_read_recorded(monkeypatch)
+    oai.script(Reply([chunk({"content": "short "}), chunk({"content": long_text}),
+                      chunk(finish="stop")]))
+    built = ReplyBuilder(CHAT_API, model)
+    [_ async for _ in provider.stream(request(model), built)]
+    assert built.message().content == [TextContent(text="short " + long_text)]
+    assert [on_loop for length, on_loop in seen] == [length <= LONG_EVENT_CHARS
+                                                     for length, _ in seen]
+    assert [on_loop for _, on_loop in seen].count(False) == 1
+    await close_clients(provider)
+
+
+async def test_a_long_anthropic_event_is_mended_in_a_worker_thread(
+        fake: FakeAnthropic, monkeypatch) -> None:
+    """An Anthropic event JSON refuses (a raw tab in a string) is mended by repaired_json as
+    pi 1.6 mends it: 10 MB of it held the event loop 2.2 s; past LONG_EVENT_CHARS it is read in
+    a worker thread, and the reply is the same."""
+    provider = AnthropicProvider("k", base_url=fake.url)
+    model = local(api=ANTHROPIC_API, provider="anthropic", base_url=fake.url)
+    long_text = "a\tb" * (LONG_EVENT_CHARS // 3 + 1)
+    frames = b"".join(map(fake_anthropic.sse_frame, [
+        fake_anthropic.message_start(), *fake_anthropic.text_block(0, "TEXT"),
+        *fake_anthropic.message_end()]))
+    seen = events_read_recorded(monkeypatch)
+    fake.script(fake_anthropic.Reply(raw=frames.replace(b"TEXT", long_text.encode())))
+    built = ReplyBuilder(ANTHROPIC_API, model)
+    [_ async for _ in provider.stream(request(model), built)]
+    assert built.message().content == [TextContent(text=long_text)]
+    assert [(length > LONG_EVENT_CHARS, on_loop) for length, on_loop in seen].count(
+        (True, False)) == 1
+    assert all(on_loop for length, on_loop in seen if length <= LONG_EVENT_CHARS)
+    await provider.client.close()

@@ -44,6 +44,7 @@ from pi_lsp.providers.failures import (
     provider_label,
 )
 from pi_lsp.providers.header_values import HeaderValueError, sendable_headers, trimmed, unsendable
+from pi_lsp.providers.long_events import ReadAhead, read_ahead
 from pi_lsp.providers.models_file import ModelsFileError, request_model_headers
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo, native_tool_changes
@@ -593,8 +594,8 @@ def mended_event_json(data: str) -> Any:
 RAW_JOIN = "\\n"  # pi joins an event's lines with a backslash and an n, not a newline
 
 
-class _JsonParseEvent(ServerSentEvent):
-    def json(self) -> Any:
+class _JsonParseEvent(ReadAhead, ServerSentEvent):
+    def read(self) -> Any:
         try:
             return mended_event_json(self.data)
         except json.JSONDecodeError as error:
@@ -614,8 +615,10 @@ class _JsonParseDecoder(SSEDecoder):
     blank line after it, others than READ_EVENTS (a proxy's keepalive) skipped unread, one of
     them with no data a failure."""
 
-    async def aiter_bytes(self, iterator: AsyncIterator[bytes]
-                          ) -> AsyncIterator[ServerSentEvent]:
+    def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
+        return read_ahead(self._events(iterator))
+
+    async def _events(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         # The SDK's, each line read by line_text: its events are split from the bytes first,
         # so a character cut between two chunks is whole here. pi's reader decodes the body as
         # one stream, so only a BOM starting the body is dropped.

@@ -36,6 +36,7 @@ from pi_lsp.providers.header_values import (
     trimmed,
     unsendable,
 )
+from pi_lsp.providers.long_events import ReadAhead, read_ahead
 from pi_lsp.providers.models_file import ModelsFileError, request_model_headers
 from pi_lsp.providers.registry import CHAT_API, RESPONSES_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
@@ -125,12 +126,12 @@ def thrown_error(data: Any, text: str, api: str) -> Any:
     return {"error": error or data or text}  # never empty: the SDK passes a falsy one by
 
 
-class _JsonParseEvent(ServerSentEvent):
+class _JsonParseEvent(ReadAhead, ServerSentEvent):
     def __init__(self, api: str, **fields: Any) -> None:
         super().__init__(**fields)
         self.api = api
 
-    def json(self) -> Any:
+    def read(self) -> Any:
         try:
             data = event_json(self.data)
         except json.JSONDecodeError:
@@ -153,7 +154,7 @@ class _JsonParseDecoder(SSEDecoder):
         self.api = api
 
     def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
-        return super().aiter_bytes(ended_stream(iterator))
+        return read_ahead(super().aiter_bytes(ended_stream(iterator)))
 
     def _decode_lines(self, lines: Iterator[bytes]) -> Iterator[ServerSentEvent]:
         # The SDK's, each line read by line_text: its lines are split from the bytes first, so
