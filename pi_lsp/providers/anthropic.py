@@ -44,7 +44,7 @@ from pi_lsp.providers.failures import (
     provider_label,
 )
 from pi_lsp.providers.header_values import HeaderValueError, sendable_headers, trimmed, unsendable
-from pi_lsp.providers.long_events import ReadAhead, read_ahead
+from pi_lsp.providers.long_events import ReadAhead, let_loop_run, read_ahead
 from pi_lsp.providers.models_file import ModelsFileError, request_model_headers
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo, native_tool_changes
@@ -736,6 +736,7 @@ class AnthropicProvider:
             transformations: list[Any] = []  # the last list the server sent
             async with stream:
                 async for event in stream:
+                    await let_loop_run()
                     kind = event_type(event)
                     sent = _transformations(event, kind)
                     transformations = transformations if sent is None else sent

@@ -36,7 +36,7 @@ from pi_lsp.providers.header_values import (
     trimmed,
     unsendable,
 )
-from pi_lsp.providers.long_events import ReadAhead, read_ahead
+from pi_lsp.providers.long_events import ReadAhead, let_loop_run, read_ahead
 from pi_lsp.providers.models_file import ModelsFileError, request_model_headers
 from pi_lsp.providers.registry import CHAT_API, RESPONSES_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
@@ -273,6 +273,7 @@ class OpenAIProvider:
             answered = True
             async with stream:
                 async for event in stream:
+                    await let_loop_run()
                     for produced in reader.apply(event):
                         yield produced
             for produced in reader.finish():
