@@ -629,6 +629,22 @@ class _JsonParseDecoder(SSEDecoder):
                 if sse:
                     yield sse
 
+    async def _aiter_chunks(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """The SDK's: each event's bytes, up to the blank line that ends it. Its lines are
+        joined once, where the SDK added each to the event's bytes, copying them whole every
+        time (one 40 MB line: 6.5 s of the event loop)."""
+        lines: list[bytes] = []
+        tail = b""  # the event's last bytes: enough to see the blank line
+        async for chunk in iterator:
+            for line in chunk.splitlines(keepends=True):
+                lines.append(line)
+                tail = (tail + line[-4:])[-4:]
+                if tail.endswith((b"\r\r", b"\n\n", b"\r\n\r\n")):
+                    yield b"".join(lines)
+                    lines, tail = [], b""
+        if lines:
+            yield b"".join(lines)
+
     def decode(self, line: str) -> ServerSentEvent | None:
         sse = super().decode(line)
         if sse is not None and sse.event == "error":
