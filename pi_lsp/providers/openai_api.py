@@ -6,15 +6,17 @@ by its model's `api`, through that API's client.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
+import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx2
 import openai
-from openai._models import FinalRequestOptions
+from openai._models import FinalRequestOptions, construct_type
 from openai._streaming import ServerSentEvent, SSEDecoder
 
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ProviderEvent, ReplyBuilder
@@ -224,6 +226,32 @@ class _Latin1Headers(httpx2.Headers):
         return [(name, Latin1Text(value)) for name, value in super().multi_items()]
 
 
+_responses_ready = False
+_readying = threading.Lock()
+
+
+async def sdk_endpoint(wire: Any, client: _Client) -> Any:
+    """The SDK call that streams the wire's replies; the first of the Responses API is made in
+    a worker thread, with the SDK's models of its events: the SDK imports its Responses code at
+    the first call (0.14 s) and builds the models of all its events at the first event it
+    reads (0.42 s), which held every editor request."""
+    global _responses_ready
+    if client.api != RESPONSES_API or _responses_ready:
+        return wire.endpoint(client)
+    create = await asyncio.to_thread(_responses_endpoint, wire, client)
+    _responses_ready = True
+    return create
+
+
+def _responses_endpoint(wire: Any, client: _Client) -> Any:
+    from openai.types.responses import ResponseStreamEvent
+
+    with _readying:  # two first turns at once make them one after the other
+        construct_type(type_=ResponseStreamEvent,
+                       value={"type": "response.created", "response": {"output": []}})
+        return wire.endpoint(client)
+
+
 class OpenAIProvider:
     def __init__(self, name: str, api_key: str | None, base_url: str | None,
                  headers: dict[str, str] | None = None,
@@ -253,7 +281,7 @@ class OpenAIProvider:
             reply.fail("error", f"{self.name}: api {api!r} is not an OpenAI API")
             return
         client = self.clients[api]
-        create, reader = wire.endpoint(client), wire.reader(reply, request.model)
+        create, reader = await sdk_endpoint(wire, client), wire.reader(reply, request.model)
         params = sdk_arguments(create, wire.request_params(request))
         if api == RESPONSES_API:  # the effort a configuration_update asked for, kept if it fails
             reply.provider_thinking_level = wire.configuration_effort(request)
