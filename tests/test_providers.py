@@ -1638,3 +1638,28 @@ async def test_the_first_responses_call_is_made_ready_in_a_worker_thread(
         assert reply.message().content[0].text in ("hi", "again")  # type: ignore[union-attr]
     assert built == [False]  # once, in a worker thread
     await close_clients(provider)
+
+
+async def test_a_long_anthropic_event_is_decoded_in_a_worker_thread(
+        fake: FakeAnthropic, monkeypatch) -> None:
+    """A long event's lines were split and decoded on the event loop (one 40 MB line: 0.12 s
+    more there); past LONG_EVENT_CHARS they are decoded in a worker thread, to the same reply."""
+    decoded: list[tuple[int, bool]] = []
+
+    def recorded(raw: bytes, bom: bool) -> str:
+        decoded.append((len(raw), threading.current_thread() is threading.main_thread()))
+        return line_text(raw, bom)
+
+    line_text = anthropic_provider.line_text
+    monkeypatch.setattr(anthropic_provider, "line_text", recorded)
+    provider = AnthropicProvider("k", base_url=fake.url)
+    model = local(api=ANTHROPIC_API, provider="anthropic", base_url=fake.url)
+    text = "y" * LONG_EVENT_CHARS
+    fake.script(fake_anthropic.Reply([fake_anthropic.message_start(),
+                                      *fake_anthropic.text_block(0, "short ", text)]))
+    built = ReplyBuilder(ANTHROPIC_API, model)
+    [_ async for _ in provider.stream(request(model), built)]
+    assert built.message().content == [TextContent(text="short " + text)]
+    assert {on_loop for length, on_loop in decoded if length > LONG_EVENT_CHARS} == {False}
+    assert (0, True) in decoded  # a short event's blank line, on the loop
+    await provider.client.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -44,7 +45,7 @@ from pi_lsp.providers.failures import (
     provider_label,
 )
 from pi_lsp.providers.header_values import HeaderValueError, sendable_headers, trimmed, unsendable
-from pi_lsp.providers.long_events import ReadAhead, let_loop_run, read_ahead
+from pi_lsp.providers.long_events import LONG_EVENT_CHARS, ReadAhead, let_loop_run, read_ahead
 from pi_lsp.providers.models_file import ModelsFileError, request_model_headers
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo, native_tool_changes
@@ -624,10 +625,21 @@ class _JsonParseDecoder(SSEDecoder):
         # one stream, so only a BOM starting the body is dropped.
         first = True
         async for chunk in self._aiter_chunks(ended_stream(iterator)):
-            for raw_line in chunk.splitlines():
-                sse, first = self.decode(line_text(raw_line, bom=first)), False
-                if sse:
-                    yield sse
+            # A long event's lines are split and decoded off the loop (40 MB: 0.12 s).
+            events = await asyncio.to_thread(self._decoded, chunk, first) \
+                if len(chunk) > LONG_EVENT_CHARS else self._decoded(chunk, first)
+            first = False
+            for sse in events:
+                yield sse
+
+    def _decoded(self, chunk: bytes, first: bool) -> list[ServerSentEvent]:
+        """The events `chunk`'s lines end (`first`: it starts the body)."""
+        events = []
+        for raw_line in chunk.splitlines():
+            sse, first = self.decode(line_text(raw_line, bom=first)), False
+            if sse:
+                events.append(sse)
+        return events
 
     async def _aiter_chunks(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """The SDK's: each event's bytes, up to the blank line that ends it. Its lines are
