@@ -4,7 +4,10 @@ in prompts and the editor's diagnostics offered back to the model."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -45,6 +48,7 @@ from tests.test_server import (
     recorder,
     wait_events,
 )
+from tests.test_system_messages import PI16, pi16_node
 from tests.waits import CEILING_S, PROCESS_CEILING_S, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -64,6 +68,11 @@ class Editor:
         self.problems: dict[str, list[dict[str, Any]]] = {}
         self.applying = asyncio.Event()  # an edit was asked for
         self.held: asyncio.Event | None = None  # when given, edits are answered once it is set
+        # Documents this editor holds, as VS Code does: an edit of one is applied to it and
+        # sent back as a didChange before the answer.
+        self.buffers: dict[str, TextDocument] = {}
+        # What the user does while asked to approve a tool call (then allows it).
+        self.while_asked: Callable[[], None] = lambda: None
 
 
 @pytest_lsp.fixture(scope="module", config=SERVER)
@@ -79,7 +88,16 @@ async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFa
         editor.applying.set()
         if editor.held is not None:
             await editor.held.wait()
+        for change in params.edit.document_changes or ():
+            if isinstance(change, types.TextDocumentEdit) and \
+                    change.text_document.uri in editor.buffers:
+                changed_in(lsp_client, editor.buffers[change.text_document.uri], change)
         return types.ApplyWorkspaceEditResult(applied=True)
+
+    @lsp_client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    def ask(params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
+        lsp_client.editor.while_asked()  # type: ignore[attr-defined]
+        return next((a for a in params.actions or [] if a.title == "Allow"), None)
 
     @lsp_client.feature("pi/diagnostics")
     def diagnostics(params: Any) -> dict[str, Any]:
@@ -144,6 +162,36 @@ def open_document(pi: Pi, path: Path, text: str) -> str:
         text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
         content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
     return uri
+
+
+def changed_in(client: LanguageClient, document: TextDocument,
+               change: types.TextDocumentEdit) -> None:
+    """Apply the edit to the editor's own copy of the document and send it as a didChange."""
+    for edit in change.edits:
+        assert isinstance(edit, types.TextEdit)
+        document.apply_change(types.TextDocumentContentChangePartial(range=edit.range,
+                                                                     text=edit.new_text))
+    document.version = (document.version or 0) + 1
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=document.uri,
+                                                            version=document.version),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=document.source)]))
+
+
+def held_open(pi: Pi, editor: Editor, path: Path) -> TextDocument:
+    """Open `path` in an editor that keeps its buffer and reads the file as VS Code and Neovim
+    do: its BOM dropped (written back on save), line ends as they are."""
+    shown = path.read_bytes().decode().removeprefix("\ufeff")
+    document = TextDocument(open_unchanged(pi, path, shown), shown, version=1)
+    editor.buffers[document.uri] = document
+    return document
+
+
+def saved(pi: Pi, document: TextDocument, bom: bytes) -> None:
+    """The user saves the buffer: the editor writes its text after the BOM it read."""
+    Path(document.path).write_bytes(bom + document.source.encode())
+    pi.client.text_document_did_save(types.DidSaveTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri=document.uri)))
 
 
 def tool_texts(events: list[dict[str, Any]]) -> dict[str, str]:
@@ -304,6 +352,83 @@ async def test_an_open_file_shown_as_the_editor_decodes_it_is_edited_as_the_disk
                                             "newText": "LIMIT = 7"})]), text_reply("done"))
     await run_prompt(pi, await new_session(pi), "Again")
     assert editor.edits[before]["edit"]["documentChanges"][0]["edits"][0]["newText"] == "7"
+
+
+STORED_BOM_EDITS = Path(__file__).with_name("fixtures") / "pi16-bom-edits.json"
+BOM_BYTES = b"\xef\xbb\xbf"
+
+
+@pytest.fixture(scope="module")
+def pi16_bom_edits(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """What pi 1.6's edit tool leaves in a file with a BOM (CRLF, LF) after the edits the tests
+    below make, one call after another: stored, and checked against pi itself where it is."""
+    stored: list[dict[str, Any]] = json.loads(STORED_BOM_EDITS.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        cases = tmp_path_factory.mktemp("bom") / "cases.json"
+        cases.write_text(json.dumps([{"text": c["text"], "edits": c["edits"]} for c in stored]))
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_bom_edits.mjs")),
+                              str(PI16 / "@earendil-works"), str(cases)],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout) == [c["written"] for c in stored]
+    return stored
+
+
+async def read_and_edit(pi: Pi, fake: FakeAnthropic, session: str, path: Path, old: str,
+                        new: str) -> str:
+    """A turn in which the model reads `path`, then edits it: the edit's answer."""
+    fake.script(tool_reply([("r", "read", {"path": path.name})]),
+                tool_reply([("e", "edit", {"path": path.name, "oldText": old, "newText": new})]),
+                text_reply("done"))
+    return tool_texts(await run_prompt(pi, session, "Edit it"))["e"]
+
+
+@pytest.mark.parametrize("case", [0, 2], ids=["CRLF", "LF"])
+async def test_an_open_file_with_a_bom_is_edited_read_unsaved_and_saved_with_it(
+        pi: Pi, editor: Editor, fake: FakeAnthropic, pi16_bom_edits: list[dict[str, Any]],
+        case: int) -> None:
+    """A file saved with a BOM, open in an editor (which drops the BOM from the text it sends),
+    read and edited by the model: the edit applies the first time, again once the buffer holds
+    it unsaved, and again once saved; saved, the file is what pi 1.6's edits leave on disk."""
+    stored = pi16_bom_edits[case]
+    path = pi.main / f"bom_{case}.cs"
+    path.write_bytes(stored["text"].encode())
+    document = held_open(pi, editor, path)
+    session = await new_session(pi)
+    for number, (old, new) in enumerate(stored["edits"]):
+        if number == 2:
+            saved(pi, document, BOM_BYTES)
+        assert await read_and_edit(pi, fake, session, path, old, new) == \
+            f"Successfully replaced 1 block(s) in {path.name}."
+    saved(pi, document, BOM_BYTES)
+    assert path.read_bytes() == bytes.fromhex(stored["written"])
+
+
+@pytest.mark.parametrize("case", [1, 3], ids=["CRLF", "LF"])
+async def test_an_edit_of_a_buffer_with_a_bom_saved_while_it_is_approved_is_made(
+        pi: Pi, editor: Editor, fake: FakeAnthropic, pi16_bom_edits: list[dict[str, Any]],
+        case: int) -> None:
+    """The user saved an unsaved buffer of a file with a BOM while asked to approve an edit of
+    it: the edit was refused ("changed while the edit waited for approval"), though nothing
+    was typed: the change asked about was worked out from the buffer, without the BOM the
+    editor drops, and the one to make from the disk, with it."""
+    stored = pi16_bom_edits[case]
+    path = pi.main / f"asked_{case}.cs"
+    path.write_bytes(stored["text"].encode())
+    document = held_open(pi, editor, path)
+    session = await new_session(pi)
+    (first, second) = stored["edits"]
+    configure(pi, fake, toolApproval="ask")
+    try:
+        answers = [await read_and_edit(pi, fake, session, path, *first)]
+        editor.while_asked = lambda: saved(pi, document, BOM_BYTES)
+        answers.append(await read_and_edit(pi, fake, session, path, *second))
+    finally:
+        configure(pi, fake)
+    assert answers == [f"Successfully replaced 1 block(s) in {path.name}."] * 2
+    saved(pi, document, BOM_BYTES)
+    assert path.read_bytes() == bytes.fromhex(stored["written"])
 
 
 async def test_open_files_are_compared_with_the_disk_again_only_when_their_file_changes(
@@ -541,6 +666,25 @@ async def test_an_editor_that_cannot_apply_edits_has_the_disk_written_under_its_
     assert not result.is_error
     assert path.read_text() == "1\ntwo\nx"
     assert document.source == "one\ntwo\nx"
+
+
+@pytest.mark.parametrize("line_end", ["\r\n", "\n"], ids=["CRLF", "LF"])
+async def test_an_editor_that_cannot_apply_edits_keeps_the_bom_of_the_file_under_its_buffer(
+        tmp_path: Path, line_end: str) -> None:
+    """An edit planned from an unsaved buffer of a file with a BOM, which the editor dropped,
+    was written on disk without it; the disk now keeps its BOM, as pi 1.6's edit keeps it."""
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + f"one{line_end}two{line_end}".encode())
+    document = TextDocument(path.as_uri(), f"one{line_end}two{line_end}x", version=1)
+    files = EditorFiles(cast(LanguageServer, SimpleNamespace(
+        workspace=SimpleNamespace(text_documents={document.uri: document}),
+        client_capabilities=SimpleNamespace(workspace=None))))
+    files.synced(document.uri)
+    await files.settle()
+    args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1\n2"}]}
+    result = await execute_tool(EDIT, "edit", args, ToolContext(tmp_path, files=files))
+    assert not result.is_error, result.content
+    assert path.read_bytes() == b"\xef\xbb\xbf" + f"1{line_end}2{line_end}two{line_end}x".encode()
 
 
 async def test_typing_in_an_open_file_compares_it_with_its_file_off_the_loop(

@@ -2716,6 +2716,38 @@ async def test_server_rewinds_a_turn_that_edited_an_open_unsaved_buffer(
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_server_restores_a_file_with_a_bom_from_its_unsaved_buffer_with_the_bom(
+        lsp: Pi, buffers: Buffers, fake: FakeAnthropic) -> None:
+    """A snapshot took an unsaved buffer of a file with a BOM without it (the editor drops it
+    from the text it sends, and writes it back on save): once the buffer was saved and closed,
+    the restore told the file changed at its first line and wrote it without its BOM."""
+    pi, path = lsp, lsp.root / "ws" / "bom.cs"
+    path.write_bytes(b"\xef\xbb\xbfA = 1\r\nB = 1\r\n")
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    doc = path.as_uri()
+    buffers.texts[doc], buffers.versions[doc] = "A = 1\r\nB = 1\r\n", 1
+    pi.client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(doc, "csharp", 1, buffers.texts[doc])))
+    for name in "AB":
+        fake.script(tool_reply([(f"e{name}", "edit", {"path": "bom.cs", "oldText": f"{name} = 1",
+                                                      "newText": f"{name} = 2"})]),
+                    text_reply("raised it"))
+        await lsp_prompt(pi, uri, f"raise {name}")
+    assert buffers.texts[doc] == "A = 2\r\nB = 2\r\n"
+    path.write_bytes(b"\xef\xbb\xbf" + buffers.texts[doc].encode())  # saved, then closed
+    pi.client.text_document_did_save(types.DidSaveTextDocumentParams(
+        types.TextDocumentIdentifier(doc)))
+    buffers.close(doc)
+    asked = [e["id"] for e in lines(path_of(uri)) if e["type"] == "message"
+             and e["message"]["role"] == "user"][-1]
+    changes = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": asked})
+    assert [(f["path"], f["status"]) for f in changes["files"]] == [("bom.cs", "modified")]
+    assert "-\ufeff" not in changes["files"][0]["diff"], changes["files"][0]["diff"]
+    await call(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": asked})
+    assert path.read_bytes() == b"\xef\xbb\xbfA = 2\r\nB = 1\r\n"
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_server_records_what_bash_did_to_an_open_file_with_nothing_unsaved(
         lsp: Pi, buffers: Buffers, fake: FakeAnthropic) -> None:
     pi, path = lsp, lsp.root / "ws" / "clean.py"

@@ -78,6 +78,9 @@ class EditorFiles:
         # Each of those tasks' comparison under way: what `settle` waits for (the task itself
         # goes on while the user types, and a write would wait for a pause in the typing).
         self.in_flight: dict[str, asyncio.Future[Comparison]] = {}
+        # The unsaved text of a document whose file starts with a BOM, with it (`unsaved_text`),
+        # by the text it was made from: made once per change, not at each ask (50 MB: 60 ms).
+        self.saved_as: dict[str, tuple[str, str]] = {}
 
     def document(self, path: Path) -> TextDocument | None:
         documents: dict[str, TextDocument] = self.server.workspace.text_documents
@@ -96,6 +99,7 @@ class EditorFiles:
         Compared in a worker thread: unsaved meanwhile, so the agent reads what was typed."""
         self.applied.pop(uri, None)
         self.compared.pop(uri, None)
+        self.saved_as.pop(uri, None)
         self.unsaved.add(uri)
         path = file_path(uri)
         if path is not None and uri not in self.comparing:
@@ -155,6 +159,7 @@ class EditorFiles:
         """The client saved or closed the document: the disk has its text."""
         self.applied.pop(uri, None)
         self.compared.pop(uri, None)
+        self.saved_as.pop(uri, None)
         self.comparing.pop(uri, None)
         self.in_flight.pop(uri, None)
         self.unsaved.discard(uri)
@@ -172,10 +177,31 @@ class EditorFiles:
         return texts
 
     def unsaved_text(self, document: TextDocument) -> str | None:
-        """The document's text when it has changes not saved; None when the disk has it."""
+        """The document's text when it has changes not saved, as its file holds it once saved;
+        None when the disk has it."""
         if document.uri in self.applied:
-            return self.applied[document.uri]
-        return document.source if document.uri in self.unsaved else None
+            text = self.applied[document.uri]
+        elif document.uri in self.unsaved:
+            text = document.source
+        else:
+            return None
+        # After the BOM the file starts with, which the editor dropped and writes back on save:
+        # without it, an edit planned from the buffer was not the one planned from the disk
+        # once saved (refused after approval), and was written to the disk without it.
+        path = file_path(document.uri)
+        if path is None or text.startswith(BOM) or not starts_with_bom(path):
+            return text
+        made = self.saved_as.get(document.uri)
+        if made is None or made[0] is not text:
+            made = self.saved_as[document.uri] = (text, BOM + text)
+        return made[1]
+
+    def shows(self, document: TextDocument, old: str | None, path: Path) -> bool:
+        """Whether the document shows `old` (`holds`); by identity first with the text
+        `unsaved_text` gave for it with the BOM, as `holds` with its own."""
+        made = self.saved_as.get(document.uri)
+        return (made is not None and made[0] is document.source and made[1] is old) or \
+            holds(document.source, old, path)
 
     def read_text(self, path: Path) -> str | None:
         # A document with nothing unsaved is read from the disk, as `read` reads it: `bash` may
@@ -232,7 +258,7 @@ class EditorFiles:
             return
         # Told here, where the edit is made at the buffer's version: a key typed since the
         # caller's check (a didChange the loop took first, or during settle) would be replaced.
-        if not holds(document.source, old, path):
+        if not self.shows(document, old, path):
             raise changed_while_written(path)
         text = in_buffer(text, document.source, path)
         # Only the changed span, so the editor's cursor, marks and undo stay where they were.
@@ -262,7 +288,7 @@ class EditorFiles:
             return
         if not self.can_delete():
             return
-        if not holds(document.source, old, path):  # a key typed since: it would go too
+        if not self.shows(document, old, path):  # a key typed since: it would go too
             raise ToolError(f"{path} changed in the editor while it was being deleted; it was "
                             "not deleted.")
         delete = types.DeleteFile(uri=document.uri,
@@ -343,11 +369,15 @@ def in_buffer(text: str, buffer: str, path: Path) -> str:
     the editor writes back on save (in the buffer it would be a second one)."""
     if not text.startswith(BOM) or buffer.startswith(BOM):
         return text
+    return text[len(BOM):] if starts_with_bom(path) else text
+
+
+def starts_with_bom(path: Path) -> bool:
+    """Whether the file at `path` starts with a UTF-8 BOM (False when it cannot be read)."""
     try:
-        on_disk = read_regular(path, len(UTF8_BOM)) == UTF8_BOM
+        return read_regular(path, len(UTF8_BOM)) == UTF8_BOM
     except OSError:
-        on_disk = False
-    return text[len(BOM):] if on_disk else text
+        return False
 
 
 def smallest_edit(old: str, new: str, units: Callable[[str], int] = len) -> types.TextEdit:
