@@ -3,6 +3,8 @@ message offered to the model."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 from pi_lsp.agent.attachments import MENTION_BYTE_LIMIT, Attachment, Range, mentions, render
@@ -18,6 +20,8 @@ from pi_lsp.agent.feedback import (
 )
 from pi_lsp.agent.tools import DiskFiles
 from pi_lsp.session.entries import ToolResultMessage
+from tests.test_system_messages import PI16, pi16_node
+from tests.waits import PROCESS_CEILING_S
 
 
 def test_problems_are_errors_first_and_capped(tmp_path: Path) -> None:
@@ -74,3 +78,39 @@ def test_attachments_render_relative_paths_and_cut_long_text(tmp_path: Path) -> 
     long = render(Attachment(path=Path("/elsewhere/b.txt"), text="y" * 100_005), tmp_path)
     assert long.startswith('<file path="/elsewhere/b.txt">\n')
     assert long.endswith("\n[cut: 5 more characters]\n</file>")
+
+
+# What pi 1.6 attaches of a file with a BOM named by an `@file` argument (processFileArguments),
+# its path written as a placeholder; checked against pi 1.6 below where it is installed.
+STORED_FILE_ARGUMENT = Path(__file__).with_name("fixtures") / "pi16-bom-file-argument.json"
+PI16_FILE_ARGUMENT = """
+const { processFileArguments } = await import(process.argv[1]);
+process.stdout.write(JSON.stringify((await processFileArguments([process.argv[2]])).text));
+"""
+
+
+def test_a_file_with_a_bom_is_attached_without_it_as_pi_16_attaches_it(tmp_path: Path) -> None:
+    """A file sent with a prompt (`@path`, or `context` read from the disk) that starts with a
+    UTF-8 BOM reached the model with it, "\\ufeff" first in its `<file>` element; pi 1.6 leaves
+    it out of a file it attaches, and an editor shows none."""
+    stored = json.loads(STORED_FILE_ARGUMENT.read_text("utf-8"))
+    path = tmp_path / "notes.md"
+    path.write_bytes(stored["file"].encode())
+    attached = stored["attached"].replace("{path}", str(path))
+    node = pi16_node()
+    if node is not None:
+        module = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "cli" / "file-processor.js"
+        run = subprocess.run([node, "--input-type=module", "-e", PI16_FILE_ARGUMENT,
+                              str(module), str(path)],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout) == attached
+    head, tail = f'<file name="{path}">\n', "\n</file>\n"
+    assert attached.startswith(head) and attached.endswith(tail)
+    (found,) = mentions("see @notes.md", tmp_path, DiskFiles()).found
+    assert render(found, tmp_path) == \
+        f'<file path="notes.md">\n{attached[len(head):-len(tail)]}</file>'
+    # A selection from the first line has it too; a later line's U+FEFF is the file's text.
+    for start, shown in ((0, "a\n"), (2, "\ufeffa\n")):
+        assert render(Attachment(path, "\ufeffa\n", Range(start, start)), tmp_path) == \
+            f'<file path="notes.md" lines="{start + 1}-{start + 1}">\n{shown}</file>'

@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 
 from pi_lsp.agent.access import secret_reason
+from pi_lsp.agent.splice import BOM
 from pi_lsp.agent.tools import FileAccess
 
 ATTACHMENT_CHAR_LIMIT = 100_000  # per file or selection; the rest is cut with a note
@@ -44,9 +45,11 @@ def render(attachment: Attachment, root: Path) -> str:
     if attachment.language_id:
         attrs += f' language="{attachment.language_id}"'
     text = attachment.text
+    if attachment.range is None or attachment.range.start_line == 0:
+        text = text.removeprefix(BOM)  # the file's: pi 1.6 attaches a file without it
     if len(text) > ATTACHMENT_CHAR_LIMIT:
         text = text[:ATTACHMENT_CHAR_LIMIT] + \
-            f"\n[cut: {len(attachment.text) - ATTACHMENT_CHAR_LIMIT} more characters]"
+            f"\n[cut: {len(text) - ATTACHMENT_CHAR_LIMIT} more characters]"
     if not text.endswith("\n"):
         text += "\n"
     return f"<file {attrs}>\n{text}</file>"
