@@ -166,6 +166,20 @@ def _error_event(message: str) -> Stream:
     return Stream("responses", fake_openai.Reply(raw=f"event: error\ndata: {data}\n\n".encode()))
 
 
+
+def _frame(event: dict[str, Any], end: bytes = b"\n\n") -> bytes:
+    """An Anthropic SSE frame of `event`, its last line ended by `end`."""
+    return f"event: {event['type']}\ndata: {json.dumps(event)}".encode() + end
+
+
+def _failing_after_a_mixed_blank_line(failing: bytes) -> Stream:
+    """An Anthropic stream of "Hi" whose last text event's blank line is a CRLF after an LF (no
+    blank line to the SDK's chunker, one to pi's reader), then `failing`: it fails the reply."""
+    start, delta, _stop = text_block(0, "Hi")
+    frames = [_frame(message_start()), _frame(start), _frame(delta, b"\n\r\n")]
+    return Stream("anthropic", fake_anthropic.Reply(raw=b"".join(frames) + failing))
+
+
 STREAMS: dict[str, Stream] = {
     "responses, incomplete then completed": _responses(
         _terminal("incomplete", "content_filter"), _terminal("completed")),
@@ -194,6 +208,12 @@ STREAMS: dict[str, Stream] = {
     **{f"{api}, arguments JSON.parse reads: an integer of 5,000 digits": _call_with(
         api, '{"path": "a", "x": 1' + "0" * 4999 + "}")
        for api in ("chat", "responses", "anthropic")},
+    "anthropic, an error event after a CRLF blank line ending an LF event":
+        _failing_after_a_mixed_blank_line(
+            b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", '
+            b'"message": "busy"}}\n\n'),
+    "anthropic, an event without data after a CRLF blank line ending an LF event":
+        _failing_after_a_mixed_blank_line(b"event: content_block_delta\ndata:\n\n"),
 }
 
 

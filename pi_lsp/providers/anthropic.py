@@ -626,20 +626,29 @@ class _JsonParseDecoder(SSEDecoder):
         first = True
         async for chunk in self._aiter_chunks(ended_stream(iterator)):
             # A long event's lines are split and decoded off the loop (40 MB: 0.12 s).
-            events = await asyncio.to_thread(self._decoded, chunk, first) \
+            events, error = await asyncio.to_thread(self._decoded, chunk, first) \
                 if len(chunk) > LONG_EVENT_CHARS else self._decoded(chunk, first)
             first = False
             for sse in events:
                 yield sse
+            if error is not None:
+                raise error
 
-    def _decoded(self, chunk: bytes, first: bool) -> list[ServerSentEvent]:
-        """The events `chunk`'s lines end (`first`: it starts the body)."""
+    def _decoded(self, chunk: bytes, first: bool
+                 ) -> tuple[list[ServerSentEvent], Exception | None]:
+        """The events `chunk`'s lines end (`first`: it starts the body), and the error a line
+        raised, to be raised once the events before it are passed on."""
         events = []
-        for raw_line in chunk.splitlines():
-            sse, first = self.decode(line_text(raw_line, bom=first)), False
-            if sse:
-                events.append(sse)
-        return events
+        # A chunk may hold two events (the SDK's chunker sees no blank line in "\\n\\r\\n"):
+        # pi 1.6 reads the first before the second fails the reply.
+        try:
+            for raw_line in chunk.splitlines():
+                sse, first = self.decode(line_text(raw_line, bom=first)), False
+                if sse:
+                    events.append(sse)
+        except Exception as error:
+            return events, error
+        return events, None
 
     async def _aiter_chunks(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """The SDK's: each event's bytes, up to the blank line that ends it. Its lines are
