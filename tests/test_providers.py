@@ -89,6 +89,7 @@ from tests.fake_openai import (
 )
 from tests.test_openai import close_clients
 from tests.test_system_messages import pi16_eval, pi16_node
+from tests.waits import CEILING_S
 
 PRICE = Price(1, 4, 0.5, 0)
 FAST = RetrySettings(base_delay_ms=1)  # pi's policy with waits too short to notice
@@ -1474,6 +1475,39 @@ async def test_a_long_unfinished_call_is_read_in_a_worker_thread(rig, oai, monke
     await one.harness.prompt("hi")
     assert seen == [("partial_arguments", len(text), False)]
     assert one.last()["content"][0]["arguments"] == {"items": [1] * 10_000}
+
+
+
+@pytest.mark.parametrize("cancelled", [False, True], ids=["stop", "shutdown past its grace"])
+async def test_a_stop_while_long_arguments_are_read_aborts_the_reply(
+        rig, oai, monkeypatch, cancelled: bool) -> None:
+    """A stop while a finished reply's long arguments were read in the worker thread left the
+    reply written as toolUse, its call answered "Operation aborted" and an aborted turn after
+    it; pi 1.6 sees the stop at the stream's end and aborts the reply, its calls unanswered."""
+    one = rig()
+    entered, release = threading.Event(), threading.Event()
+    parse = base.parse_arguments
+
+    def gated(text: str) -> Any:
+        entered.set()
+        release.wait(CEILING_S)
+        return parse(text)
+
+    monkeypatch.setattr(base, "parse_arguments", gated)
+    text = '{"path": "' + "x" * base.INLINE_ARGUMENT_CHARS + '"}'
+    oai.script(Reply([chunk({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                             "function": {"name": "read", "arguments": text}}]}),
+                      chunk(finish="tool_calls")]), chat_reply("done"))
+    turn = asyncio.ensure_future(one.harness.prompt("hi"))
+    assert await asyncio.to_thread(entered.wait, CEILING_S)
+    assert one.harness.abort()
+    if cancelled:  # as Tasks.finish cancels an aborted turn still running at the grace's end
+        turn.cancel()
+    release.set()
+    await turn
+    assert [(message["role"], message.get("stopReason")) for message in one.messages()] == [
+        ("system", None), ("user", None), ("assistant", "aborted")]
+    assert one.last()["content"][0]["arguments"] == {"path": "x" * base.INLINE_ARGUMENT_CHARS}
 
 
 def events_read_recorded(monkeypatch) -> list[tuple[int, bool]]:

@@ -191,9 +191,11 @@ async def stream_reply(hooks: LoopHooks) -> AssistantMessage:
         await abortable(hooks, consume())
     except Aborted:
         reply.fail("aborted", ABORTED_REPLY)
+    await read_long_arguments(hooks, reply)
+    # After the read: a stop while it ran still aborts the reply, as one seen by pi 1.6 at the
+    # stream's end does (and did here when the stream itself parsed the arguments).
     if hooks.aborted and reply.stop_reason not in ("error", "aborted"):
         reply.fail("aborted", ABORTED_REPLY)
-    await read_long_arguments(hooks, reply)
     message = reply.message()
     hooks.emit(MessageEnd(message=message))
     return message
