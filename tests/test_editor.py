@@ -687,6 +687,29 @@ async def test_an_editor_that_cannot_apply_edits_keeps_the_bom_of_the_file_under
     assert path.read_bytes() == b"\xef\xbb\xbf" + f"1{line_end}2{line_end}two{line_end}x".encode()
 
 
+
+async def test_an_edit_of_a_buffer_read_with_a_bom_puts_none_in_it_when_the_disk_loses_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unsaved buffer of a file with a BOM is read with it; the disk losing its BOM as the
+    write settled (a checkout, after the tools' check) made the buffer's edit keep it: a U+FEFF
+    typed into the buffer, two BOMs once the editor saved it. The BOM read is taken off."""
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"\xef\xbb\xbfone\ntwo\n")
+    document = TextDocument(path.as_uri(), "one\ntwo\nx", version=1)
+    files = applying_editor(document)
+    files.synced(document.uri)
+    await files.settle()
+    real_settle = files.settle
+
+    async def settle() -> None:
+        path.write_bytes(b"one\ntwo\n")  # the BOM gone from the disk, the buffer unsaved
+        await real_settle()
+    monkeypatch.setattr(files, "settle", settle)
+    args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
+    result = await execute_tool(EDIT, "edit", args, ToolContext(tmp_path, files=files))
+    assert not result.is_error, result.content
+    assert document.source == "1\ntwo\nx"
+
 async def test_typing_in_an_open_file_compares_it_with_its_file_off_the_loop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each didOpen, and each didChange keeping the file's size, compared the document with its

@@ -203,6 +203,16 @@ class EditorFiles:
         return (made is not None and made[0] is document.source and made[1] is old) or \
             holds(document.source, old, path)
 
+    def as_shown(self, document: TextDocument, text: str, old: str | None, path: Path) -> str:
+        """`text`, written over `old`, as the buffer shows it (`in_buffer`); less the BOM
+        `unsaved_text` put before `old`, whatever the disk starts with by now."""
+        made = self.saved_as.get(document.uri)
+        if made is not None and made[1] is old and text.startswith(BOM):
+            # The buffer's BOM, read with it: the disk's losing its own meanwhile (a checkout)
+            # put a U+FEFF into the buffer, two BOMs once the editor saved it.
+            return text[len(BOM):]
+        return in_buffer(text, document.source, path)
+
     def read_text(self, path: Path) -> str | None:
         # A document with nothing unsaved is read from the disk, as `read` reads it: `bash` may
         # have changed the file and the editor not reloaded it yet (Neovim waits for :checktime).
@@ -260,7 +270,7 @@ class EditorFiles:
         # caller's check (a didChange the loop took first, or during settle) would be replaced.
         if not self.shows(document, old, path):
             raise changed_while_written(path)
-        text = in_buffer(text, document.source, path)
+        text = self.as_shown(document, text, old, path)
         # Only the changed span, so the editor's cursor, marks and undo stay where they were.
         edit = types.TextDocumentEdit(
             text_document=types.OptionalVersionedTextDocumentIdentifier(
