@@ -929,6 +929,39 @@ async def test_a_build_cancelled_at_shutdown_holds_the_tree_until_its_thread_end
     assert drawn.cancelled() and len(hub.sync(large).tree.records) == count + 1  # the command's
 
 
+
+async def test_a_build_cancelled_before_it_ran_leaves_its_threads_failure_retrieved(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shutdown cancelling a view's build before the build first ran (a getTree taken in the
+    loop turn of finish's next round): nothing awaited its worker thread, whose failure was
+    reported "Task exception was never retrieved" as its task went. `_built` takes it."""
+    large = path.with_name("large.jsonl")
+    large.write_bytes(b"".join([path.read_bytes().splitlines(True)[0],
+                                *entries(hub_module.BACKGROUND_VIEW_ENTRIES + 1, "e")]))
+    hub = SessionHub([tmp_path], Config())
+    await hub.load(large)
+    ended = threading.Event()
+
+    def failing(*_args: Any, **_kwargs: Any) -> TreeView:
+        ended.set()
+        raise RuntimeError("the fold failed")
+    monkeypatch.setattr(hub.views, "view", failing)
+    started: list[asyncio.Task[Any]] = []
+    start = hub.tasks.start
+    monkeypatch.setattr(hub.tasks, "start", lambda work, name: started.append(start(work, name))
+                        or started[-1])
+    reported: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, seen: reported.append(seen))
+    drawn = asyncio.create_task(hub.view(large, limit=300))
+    await asyncio.sleep(0)  # the view began its build, which has not run yet
+    started.pop().cancel()  # as Tasks.finish cancels it, in this loop turn
+    await until(lambda: ended.is_set() and not hub._building, "the worker thread to end")
+    with pytest.raises(asyncio.CancelledError):
+        await drawn
+    del drawn
+    gc.collect()  # an unretrieved failure is reported when its task goes
+    assert not [seen for seen in reported if isinstance(seen.get("exception"), RuntimeError)]
+
 async def test_sessions_are_listed_while_the_loop_opens_another(
         tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pi.listSessions reads the disk in a worker thread; it iterated the sessions held there

@@ -483,6 +483,9 @@ class SessionHub(Workspace):
         shutdown cancelled the build."""
         if self._building.get(key) is drawing:  # not a later session's
             del self._building[key]
+        # Its failure is the build's to tell; one cancelled before it ran never reads it.
+        if not drawing.cancelled():
+            drawing.exception()
         if self.open.get(key) is session and not build.cancelled():
             self.file_changed(key)
 
