@@ -710,6 +710,22 @@ async def test_an_edit_of_a_buffer_read_with_a_bom_puts_none_in_it_when_the_disk
     assert not result.is_error, result.content
     assert document.source == "1\ntwo\nx"
 
+
+async def test_a_buffer_read_with_a_bom_as_it_was_compared_keeps_no_copy_once_it_is_the_disks(
+        tmp_path: Path) -> None:
+    """A buffer of a file with a BOM read while its comparison ran (unsaved meanwhile: a
+    snapshot, a read) kept its copy with the BOM, twice its size, once the comparison found it
+    the disk's text (a key typed and undone), until the next key or its close."""
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"\xef\xbb\xbfone\n")
+    document = TextDocument(path.as_uri(), "one\n", version=1)
+    files = applying_editor(document)
+    files.synced(document.uri)  # the key undone: the disk's text, compared in a worker
+    assert files.open_texts() == {path.resolve(): "\ufeffone\n"}  # unsaved meanwhile
+    await files.settle()
+    assert files.open_texts() == {path.resolve(): None}
+    assert document.uri not in files.saved_as
+
 async def test_typing_in_an_open_file_compares_it_with_its_file_off_the_loop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each didOpen, and each didChange keeping the file's size, compared the document with its

@@ -123,6 +123,9 @@ class EditorFiles:
                     self.compared[uri] = comparison
                     if comparison.same:
                         self.unsaved.discard(uri)
+                        # Read meanwhile with its BOM, it is read from the disk now: a 50 MB
+                        # buffer's copy (100 MB, the U+FEFF widening it) was kept till a key.
+                        self.saved_as.pop(uri, None)
                     return
         finally:
             if self.comparing.get(uri) is task:
