@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import json
 import logging
@@ -1023,3 +1024,31 @@ async def test_a_command_waits_for_any_number_of_view_builds_in_turn(
 
     begin(2_000)
     assert await hub.load(path) is session and key not in hub._building
+
+
+async def test_a_file_that_fails_to_read_after_a_build_is_logged_not_raised_in_a_callback(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The look at the file once a worker thread's build ends runs in a done callback: an
+    OSError reading it again (EIO) was raised there, which asyncio reports as "Exception in
+    callback" with nobody to tell. It is logged as the watcher logs a file it cannot read."""
+    large = path.with_name("large.jsonl")
+    large.write_bytes(b"".join([path.read_bytes().splitlines(True)[0],
+                                *entries(hub_module.BACKGROUND_VIEW_ENTRIES + 1, "e")]))
+    hub = SessionHub([tmp_path], Config())
+    gate = GatedViews(monkeypatch)
+    reported: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, seen: reported.append(seen))
+    drawn = asyncio.create_task(hub.view(large, limit=300))
+    await until(gate.entered.is_set, "the build in its worker thread")
+
+    def failing(_self: SessionTree, *_args: Any, **_kwargs: Any) -> Any:
+        raise OSError(errno.EIO, "Input/output error", str(large))
+    monkeypatch.setattr(SessionTree, "refresh", failing)
+    monkeypatch.setattr(SessionTree, "read_in_background", lambda _self: False)
+    gate.release.set()
+    await drawn
+    await until(lambda: not hub._building, "the build to end")
+    assert reported == []
+    assert "could not be read again" in caplog.text and "Input/output error" in caplog.text
+

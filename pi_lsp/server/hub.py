@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -72,6 +73,8 @@ MAX_OPEN_TREES = 8
 # A tree of more entries has a view built anew (its first getTree, one after a reload) in a
 # worker thread: folding takes about 3 µs an entry, 3 s of the event loop for a million.
 BACKGROUND_VIEW_ENTRIES = 20_000
+
+log = logging.getLogger(__name__)
 
 
 class UnknownSessionError(Exception):
@@ -487,7 +490,10 @@ class SessionHub(Workspace):
         if not drawing.cancelled():
             drawing.exception()
         if self.open.get(key) is session and not build.cancelled():
-            self.file_changed(key)
+            try:  # in a callback, where no caller would hear of it: as the watcher's own word
+                self.file_changed(key)
+            except Exception:
+                log.exception("%s changed and could not be read again", key)
 
     def rows_under(self, path: Path, under: str, start: int, limit: int,
                    bookkeeping: bool = False) -> RowsUnder:
