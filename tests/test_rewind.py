@@ -2459,6 +2459,7 @@ class Buffers:
         self.texts: dict[str, str] = {}
         self.versions: dict[str, int] = {}
         self.edits: list[types.ApplyWorkspaceEditParams] = []
+        self.refusing: set[str] = set()  # documents whose edits the user turns down
 
     def open(self, path: Path) -> str:
         uri = path.as_uri()
@@ -2492,6 +2493,8 @@ class Buffers:
                 continue
             assert isinstance(change, types.TextDocumentEdit), change
             uri = change.text_document.uri
+            if uri in self.refusing:
+                return types.ApplyWorkspaceEditResult(applied=False, failure_reason="refused")
             if uri not in self.texts or change.text_document.version != self.versions[uri]:
                 return types.ApplyWorkspaceEditResult(applied=False, failure_reason="stale")
             for edit in change.edits:
@@ -2745,6 +2748,40 @@ async def test_server_restores_a_file_with_a_bom_from_its_unsaved_buffer_with_th
     assert "-\ufeff" not in changes["files"][0]["diff"], changes["files"][0]["diff"]
     await call(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": asked})
     assert path.read_bytes() == b"\xef\xbb\xbfA = 2\r\nB = 1\r\n"
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_tells_the_undo_id_of_a_restore_stopped_part_way(
+        lsp: Pi, buffers: Buffers, fake: FakeAnthropic) -> None:
+    """A restore that wrote a file on disk, then was refused by the editor for an open one, told
+    its undo id only in words ("restore the undo snapshot X"), which no editor could take; the
+    error's data carries it, and restoring it undoes what was done."""
+    pi, root = lsp, lsp.root / "ws"
+    disk, opened = root / "partdisk.txt", root / "partopen.py"
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(tool_reply([write("p1", "partdisk.txt", "one\n"),
+                            write("p2", "partopen.py", "ONE = 1\n")]), text_reply("wrote"))
+    await lsp_prompt(pi, uri, "write both")
+    reply = lines(path_of(uri))[-1]["id"]
+    fake.script(tool_reply([write("p3", "partdisk.txt", "two\n"),
+                            write("p4", "partopen.py", "ONE = 2\n")]), text_reply("changed"))
+    await lsp_prompt(pi, uri, "change both")
+    doc = buffers.open(opened)
+    buffers.refusing.add(doc)
+    try:
+        error = await call_error(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": reply})
+        assert error.code == FAILED and isinstance(error.data, dict), error
+        undo_id = error.data["undoId"]
+        assert str(error).endswith(
+            f"but the restore had changed partdisk.txt already: restore the undo snapshot "
+            f"{undo_id} to undo that"), error
+        assert disk.read_text() == "one\n" and buffers.texts[doc] == "ONE = 2\n"
+        undone = await call(pi.client, "pi.restoreFiles", {"uri": uri, "undoId": undo_id})
+        assert [f["path"] for f in undone["files"]] == ["partdisk.txt"]
+        assert disk.read_text() == "two\n"
+    finally:
+        buffers.refusing.clear()
+        buffers.close(doc)
 
 
 @pytest.mark.asyncio(loop_scope="module")

@@ -103,6 +103,15 @@ class RewindError(Exception):
     """A restore that cannot be done (no recorded state, no git, unknown undo id)."""
 
 
+class StoppedPartWay(RewindError, SnapshotError):
+    """A restore stopped after changing files (caught as the error that stopped it was):
+    restoring `undo_id` undoes what it changed."""
+
+    def __init__(self, message: str, undo_id: str) -> None:
+        super().__init__(message)
+        self.undo_id = undo_id
+
+
 def files_data(record: Record) -> FilesData | None:
     if record.env.type != "custom":
         return None
@@ -454,16 +463,16 @@ async def _make_changes(store: SnapshotStore, target: Snapshot, found: Changes,
         progress.changed.append(path)
 
 
-def _part_way(error: Exception, progress: RestoreProgress, undo_id: str) -> Exception:
+def _part_way(error: Exception, progress: RestoreProgress, undo_id: str) -> StoppedPartWay:
     """`error`, which stopped a restore part-way, naming what it had changed (or may have:
     git's writes) and the undo snapshot that brings them back."""
-    kind = SnapshotError if isinstance(error, SnapshotError) else RewindError
     changed = list(dict.fromkeys(progress.changed))
     done = [f"had changed {some_of(changed)}"] if changed else []
     if progress.writing:
         done.append(f"may have written {some_of(progress.writing)}")
-    return kind(f"{str(error).removesuffix('.')}; but the restore {' and '.join(done)} "
-                f"already: restore the undo snapshot {undo_id} to undo that")
+    return StoppedPartWay(f"{str(error).removesuffix('.')}; but the restore "
+                          f"{' and '.join(done)} already: restore the undo snapshot {undo_id} "
+                          "to undo that", undo_id)
 
 
 async def _in_editor(store: SnapshotStore, path: str, change: Coroutine[Any, Any, object]

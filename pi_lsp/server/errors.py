@@ -9,7 +9,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServ
 
 from pi_lsp.agent.harness import BusyError, NotRunningError
 from pi_lsp.agent.loop import Aborted
-from pi_lsp.files.history import RewindError
+from pi_lsp.files.history import RewindError, StoppedPartWay
 from pi_lsp.files.snapshots import SnapshotError
 from pi_lsp.providers.base import MissingApiKeyError
 from pi_lsp.server.hub import UnknownSessionError
@@ -37,9 +37,9 @@ EXPECTED: tuple[type[Exception], ...] = (
 )
 
 
-def server_error(message: str, code: int) -> JsonRpcException:
+def server_error(message: str, code: int, data: object = None) -> JsonRpcException:
     """A JSON-RPC error in the server range (pygls' own constructor is untyped)."""
-    return JsonRpcException(message=message, code=code)
+    return JsonRpcException(message=message, code=code, data=data)
 
 
 def failure_message(error: BaseException) -> str:
@@ -66,6 +66,8 @@ def as_answer(error: Exception) -> Exception:
             f"invalid argument: `folderUri` is not a workspace folder: {said}")
     if isinstance(error, BusyError):
         return server_error(said, BUSY)
+    if isinstance(error, StoppedPartWay):  # so an editor's Undo can undo what it changed
+        return server_error(said, FAILED, {"undoId": error.undo_id})
     if isinstance(error, EXPECTED):
         return server_error(said, FAILED)
     return error

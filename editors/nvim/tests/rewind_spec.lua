@@ -110,4 +110,41 @@ H.wait(function()
   return read(notes) == "v2\n"
 end, "U did not undo the restore after the summarized branch")
 
+-- A restore stopped part-way (an editor refusing a change after a file was written on disk)
+-- answers an error whose data carries the undo id, its message the server's words: `U` then
+-- undoes the part done. The restore runs for real, so the id is real; only its answer is
+-- turned into that error.
+local client = require("pi_lsp.client")
+local exec = client.exec
+local said
+client.exec = function(command, args, callback, root)
+  if command ~= "pi.restoreFiles" or not args.entryId then
+    return exec(command, args, callback, root)
+  end
+  return exec(command, args, function(err, result)
+    if err or not result then
+      return callback(err, result)
+    end
+    said = "other.txt was not restored: the editor did not apply the change; but the restore had "
+      .. ("changed notes.txt already: restore the undo snapshot %s to undo that"):format(result.undoId)
+    callback({ code = -32011, message = said, data = { undoId = result.undoId } }, nil)
+  end, root)
+end
+table.insert(H.selects, function(items)
+  return items[1]
+end)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+vim.api.nvim_win_set_cursor(0, { H.entry(tree, first), 0 })
+H.keys("R")
+H.wait(function()
+  return said ~= nil and H.said("pi.restoreFiles: " .. said)
+end, "the part-way restore's error was not shown")
+client.exec = exec
+H.check(read(notes) == "v1\n", "the restore wrote notes.txt before it stopped")
+vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+H.keys("U")
+H.wait(function()
+  return read(notes) == "v2\n"
+end, "U did not undo the restore stopped part-way")
+
 H.finish()

@@ -103,12 +103,23 @@ export class Rewinder {
     const go = await vscode.window.showWarningMessage(
       plain(`${lead}Restore ${files.length} file(s) to entry ${shorten(entryId)}? The diff shows what changes (- now, + then).`), "Restore", "Cancel");
     if (go !== "Restore") return;
-    const result = await this.pi.call("pi.restoreFiles", { uri, entryId });
+    const result = await this.pi.call("pi.restoreFiles", { uri, entryId }).catch((error: unknown) => {
+      this.keepUndoId(uri, error);
+      throw error;
+    });
     this.undoIds.set(uri, result.undoId);
     void vscode.window.showInformationMessage(plain(restoredMessage(result, entryId)), "Undo")
       .then((choice) => (choice === "Undo" ? this.undo(uri) : undefined))
       .then(undefined, (error) => vscode.window.showErrorMessage(plain(`pi: ${error instanceof Error ? error.message : String(error)}`)));
     return result;
+  }
+
+  /** A restore stopped part-way answers its undo id as the error's data (the message, the
+   * server's words, says so too): Undo then undoes the part it did. */
+  private keepUndoId(uri: string, error: unknown): void {
+    const data: unknown = (error as { data?: unknown } | null)?.data;
+    const undoId = (data as { undoId?: unknown } | null)?.undoId;
+    if (typeof undoId === "string") this.undoIds.set(uri, undoId);
   }
 
   /** Put back the files as they were before the last restore of this session. */

@@ -175,3 +175,32 @@ test("what a restore leaves alone is listed after the diff, one line each, and c
     fs.rmSync(big, { force: true });
   }
 });
+
+test("a restore stopped part-way keeps the undo id its error carries, so Undo undoes the part done", async () => {
+  // The server answers a restore stopped part-way (an editor refusing a change after a file was
+  // written on disk) with an error whose data carries the undo id; its message stays the words.
+  // The restore here runs for real, so the id is real; only its answer is turned into that error.
+  const { ResponseError } = require("vscode-languageclient/node");
+  const call = api.pi.call;
+  let message;
+  api.pi.call = async (command, args) => {
+    const result = await call.call(api.pi, command, args);
+    if (command !== "pi.restoreFiles" || !args.entryId) return result;
+    message = "other.txt was not restored: the editor did not apply the change; but the restore had " +
+      `changed notes.txt already: restore the undo snapshot ${result.undoId} to undo that`;
+    throw new ResponseError(-32011, message, { undoId: result.undoId });
+  };
+  respond("showWarningMessage", () => "Restore");
+  try {
+    assert.equal(notes(), "v2\n");
+    assert.equal(await run("piLsp.restoreFiles", { uri, entryId: first }), undefined);
+  } finally {
+    api.pi.call = call;
+    respond("showWarningMessage");
+  }
+  assert.deepEqual(errors().at(-1), `pi: ${message}`);
+  assert.equal(notes(), "v1\n");
+  const undone = await run("piLsp.undoRestoreFiles", { uri });
+  assert.deepEqual(undone.files.map((f) => f.path), ["notes.txt"]);
+  assert.equal(notes(), "v2\n");
+});

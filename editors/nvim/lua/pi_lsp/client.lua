@@ -299,10 +299,14 @@ function M.exec(command, args, callback, root)
   end, finish)
 end
 
---- Like exec, but report errors and call `on_result(result)` only on success.
-function M.run(command, args, on_result, root)
+--- Like exec, but report errors and call `on_result(result)` only on success;
+--- `on_error(err)`, if given, also gets an error before it is reported.
+function M.run(command, args, on_result, root, on_error)
   M.exec(command, args, function(err, result)
     if err then
+      if on_error then
+        on_error(err)
+      end
       util.error(("%s: %s"):format(command, err.message or tostring(err)))
     elseif on_result then
       on_result(result or {})

@@ -104,7 +104,13 @@ function M.offer(uri, entry_id, root, question)
           in_buffers(done),
           left_alone_count(done, ", see the diff")
         ))
-      end, root)
+      end, root, function(err)
+        -- A restore stopped part-way tells its undo id in the error's data: `U` undoes it.
+        local undo_id = type(err) == "table" and type(err.data) == "table" and err.data.undoId
+        if type(undo_id) == "string" then
+          M.undo_ids[util.key(uri)] = undo_id
+        end
+      end)
     end)
   end, root)
 end
