@@ -38,6 +38,7 @@ from pi_lsp.files.history import (
     FILES_TYPE,
     ChangeCount,
     RewindError,
+    StoppedPartWay,
     TurnRecorder,
     changes_to,
     count_changes,
@@ -51,6 +52,7 @@ from pi_lsp.files.snapshots import FileChange, Snapshot, SnapshotError, Snapshot
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.server.editor import EditorFiles
+from pi_lsp.server.server import PiServer
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import UserMessage, encoder
 from pi_lsp.session.journal import Record
@@ -1727,6 +1729,89 @@ async def test_a_restore_whose_editor_answers_an_error_names_what_it_changed(
         f"workspace/applyEdit failed; but the restore had changed a.txt already: restore the "
         f"undo snapshot {undo[0]} to undo that")
     assert not path.exists() and made.exists() and other.read_text() == "b now\n"
+
+
+async def second_delete_waits(tmp_path: Path, answer: Callable[[], Any]) -> tuple[
+        Path, Path, SnapshotStore, Snapshot, EditorFiles, asyncio.Event]:
+    """open_file_a_restore_deletes with c.txt made and open too, in an editor whose answer to
+    c.txt's delete is `answer()` awaited: a.txt, c.txt, the store, the snapshot, the editor,
+    and the event set as c.txt's delete is asked."""
+    path, _other, store, target, _document, files = await open_file_a_restore_deletes(
+        tmp_path)
+    made = path.parent / "c.txt"
+    made.write_text("c\n")
+    second = TextDocument(made.as_uri(), "c\n", version=1)
+    files.server.workspace.text_documents[second.uri] = second
+    files.synced(second.uri)
+    await files.settle()
+    applying = files.server.workspace_apply_edit_async
+    asked = asyncio.Event()
+
+    async def second_waits(params: types.ApplyWorkspaceEditParams) -> Any:
+        if params.edit.document_changes[0].uri == second.uri:
+            asked.set()
+            await answer()
+        return await applying(params)
+    files.server.workspace_apply_edit_async = second_waits  # type: ignore[misc]
+    return path, made, store, target, files, asked
+
+
+async def test_a_restore_cancelled_part_way_runs_to_its_end(tmp_path: Path) -> None:
+    """pi.restoreFiles cancelled ($/cancelRequest, which pi-lsp ties to the command) while the
+    editor deletes its second open file stopped there: a.txt and its buffer gone, a bare
+    CancelledError naming nothing, no undo id told. It runs to its end and answers so."""
+    answered = asyncio.Event()
+    path, made, store, target, files, asked = await second_delete_waits(tmp_path,
+                                                                       answered.wait)
+    restoring = asyncio.ensure_future(restore_files(None, store, None, target.tree,
+                                                    files=files, to_its_end=True))
+    await asked.wait()
+    restoring.cancel()
+    answered.set()  # the editor answers after the cancel
+    result = await restoring
+    assert [(f.path, f.status) for f in result.files] == [
+        ("a.txt", "deleted"), ("b.txt", "modified"), ("c.txt", "deleted")]
+    assert not path.exists() and not made.exists()
+    assert await store.read(result.undo_id, "a.txt") == b"mine\n"
+
+
+async def test_a_restore_cut_part_way_as_the_server_ends_names_what_it_changed(
+        tmp_path: Path) -> None:
+    """The server ending cancels pi.restoreFiles and cuts its wait for the editor's answer
+    (cancel_in_flight): a restore cut at its second open file's delete said nothing of a.txt,
+    deleted with its buffer, nor of the undo id. It names both, as any restore stopped
+    part-way."""
+    cut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    path, made, store, target, files, asked = await second_delete_waits(tmp_path, lambda: cut)
+    undo: list[str] = []
+    restoring = asyncio.ensure_future(restore_files(
+        None, store, None, target.tree, files=files, before_changes=undo.append,
+        to_its_end=True))
+    await asked.wait()
+    restoring.cancel()
+    cut.cancel()
+    with pytest.raises(RewindError) as stopped:
+        await restoring
+    assert str(stopped.value) == (
+        "the restore was cut short: the editor's answer was waited for no longer, as the "
+        "server ends; but the restore had changed a.txt already: restore the "
+        f"undo snapshot {undo[0]} to undo that")
+    assert isinstance(stopped.value, StoppedPartWay) and stopped.value.undo_id == undo[0]
+    assert not path.exists() and made.exists()
+
+
+def test_a_request_to_the_editor_once_the_server_ends_is_cut_at_once() -> None:
+    """A restore runs to its end through a cancel; one going on to an open file as the server
+    ends sent its applyEdit after the requests in flight were cut, and waited forever for an
+    answer pygls drops after `shutdown` (or that a closed input never brings): the server
+    never exited. Such a request is cut at once, and the restore names what it changed."""
+    protocol = PiServer().protocol
+    sent: list[Any] = []
+    protocol._send_data = sent.append  # type: ignore[method-assign]
+    protocol.cancel_in_flight()  # as `shutdown` and the server's end do
+    asked = protocol.send_request(types.WORKSPACE_APPLY_EDIT,
+                                  types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit()))
+    assert asked.cancelled() and sent == []
 
 
 async def test_a_restore_failing_on_disk_after_an_editor_delete_names_it(

@@ -12,6 +12,7 @@ later, if ever), and a restore changes an open file through the editor too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -405,14 +406,17 @@ async def count_changes(tree: SessionTree, store: SnapshotStore, entry_id: str |
 
 async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id: str | None,
                         undo_id: str | None = None, files: FileAccess = DISK,
-                        before_changes: Callable[[str], object] = lambda _undo_id: None
-                        ) -> RestoreResult:
+                        before_changes: Callable[[str], object] = lambda _undo_id: None,
+                        to_its_end: bool = False) -> RestoreResult:
     """Make the workspace what it was at `entry_id` (or at `undo_id`); returns how to undo it,
     and tells `before_changes` first when there is anything to change.
 
     Only files that differ are written or deleted; ignored files, files too large to snapshot
     and paths under `.git/` or `.pi/` or behind a symlink are never touched. A file open in the
     editor is changed there (the user saves it), or deleted through it (its buffer goes too).
+    With `to_its_end` (the server, whose client learns the undo id from the answer) a cancel
+    once it begins changing files does not stop it; else (the CLI's Ctrl-C, the undo id told
+    by `before_changes`) it does.
     """
     reason = store.unavailable_reason
     if reason is not None:
@@ -423,8 +427,9 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     if found.files:  # so the undo id is known however the restore ends (Ctrl-C, a failure)
         before_changes(found.current.tree)
     progress = RestoreProgress()
+    making = _make_changes(store, target, found, texts, files, progress)
     try:
-        await _make_changes(store, target, found, texts, files, progress)
+        await (_to_its_end(asyncio.ensure_future(making)) if to_its_end else making)
     except (RewindError, SnapshotError, OSError) as error:
         if not (progress.changed or progress.writing):
             raise
@@ -433,6 +438,19 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
                          refused=found.refused, in_editor=sorted(texts), why=found.why,
                          unrecorded=found.unrecorded)
+
+
+async def _to_its_end(making: asyncio.Future[None]) -> None:
+    """Await `making` to its end, a cancel meanwhile ($/cancelRequest, shutdown) notwithstanding:
+    a restore stopped between two files leaves the workspace half one state, half the other.
+    RewindError when it was cut itself: its wait for the editor (the server ending)."""
+    while not making.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait([making])
+    if making.cancelled():
+        raise RewindError("the restore was cut short: the editor's answer was waited for no "
+                          "longer, as the server ends")
+    making.result()
 
 
 async def _make_changes(store: SnapshotStore, target: Snapshot, found: Changes,

@@ -83,6 +83,7 @@ class PiProtocol(LanguageServerProtocol):
         self.shutdown_id: int | str | None = None
         # The result future of the generator handler whose next step is being started.
         self._stepping: Future[Any] | None = None
+        self.ending = False  # the requests in flight were cancelled: the server ends
 
     def _serialize_message(self, data: Any) -> Any:
         if isinstance(data, msgspec.Struct | msgspec.Raw):
@@ -327,12 +328,24 @@ class PiProtocol(LanguageServerProtocol):
     def cancel_in_flight(self) -> None:
         """Cancel every request in flight but the current one: the client's are answered
         cancelled, and the server's own waited for no longer."""
+        self.ending = True
         current = self.msg_id
         # pygls' shutdown iterated the dict their callbacks shrink; a copy, so a shutdown
         # during a command still answers.
         for msg_id, future in list(self._request_futures.items()):
             if msg_id != current and not future.done():
                 future.cancel()
+
+    def send_request(self, method: str, params: Any | None = None,
+                     callback: Any = None, msg_id: Any = None) -> Future[Any]:
+        """A request to the client; cut at once when the server ends, as no answer may come
+        (pygls drops every message after `shutdown`) and a restore running to its end must not
+        wait for one forever."""
+        if not self.ending:
+            return super().send_request(method, params, callback, msg_id)
+        cut: Future[Any] = Future()
+        cut.cancel()
+        return cut
 
     async def end_in_flight(self) -> None:
         """Cancel the requests in flight, as `shutdown` does, and let their handlers end: at

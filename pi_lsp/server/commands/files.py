@@ -38,7 +38,7 @@ async def restore(ls: PiServer, args: RestoreFilesArgs) -> Any:
     harness = ls.hub.harness(await ls.open_tree(args.uri))
     ls.hub.require_workspace_idle(harness.root)
     return await restore_files(harness.tree, store_for(harness.root), args.entry_id,
-                               args.undo_id, harness.files)
+                               args.undo_id, harness.files, to_its_end=True)
 
 
 COMMANDS: list[Command] = [
