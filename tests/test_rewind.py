@@ -31,7 +31,7 @@ from pytest_lsp import LanguageClient
 from pi_lsp.agent.approval import ApprovalRequest, Approver, allow_all
 from pi_lsp.agent.events import ToolExecutionStart
 from pi_lsp.agent.harness import Harness
-from pi_lsp.agent.tools import DiskFiles, make_folders
+from pi_lsp.agent.tools import DISK, DiskFiles, make_folders
 from pi_lsp.context.build import build_session_context
 from pi_lsp.files import history, snapshots
 from pi_lsp.files.history import (
@@ -1508,8 +1508,8 @@ async def test_a_restore_keeps_a_key_typed_in_an_open_file_while_it_runs(
     buffer is not the undo snapshot's text."""
     path, store, target, document, files = await unsaved_buffer_over(tmp_path, then)
     with pytest.raises(RewindError) as refused:
-        await restore_files(None, store, None, target.tree, files=files, before_changes=lambda
-                            _undo_id: typed(files, document, "one\nunsaved\nTYPED\n"))
+        await restore_files(None, after_undo_snapshot(store, lambda: typed(
+            files, document, "one\nunsaved\nTYPED\n")), None, target.tree, files=files)
     assert str(refused.value) == f"a.txt was not restored: {path} {refusal}"
     assert files.document(path) is document  # still open
     assert document.source == "one\nunsaved\nTYPED\n"
@@ -1529,15 +1529,15 @@ async def test_a_restore_keeps_a_key_typed_saved_and_closed_while_it_runs(
     or nothing is written or deleted."""
     path, store, target, document, files = await unsaved_buffer_over(tmp_path, then)
 
-    def typed_saved_and_closed(_undo_id: str) -> None:
+    def typed_saved_and_closed() -> None:
         if saved:
             typed(files, document, "one\nunsaved\nTYPED\n")
             saved_and_closed(files, document)
         else:
             closed(files, document)
     with pytest.raises(RewindError) as refused:
-        await restore_files(None, store, None, target.tree, files=files,
-                            before_changes=typed_saved_and_closed)
+        await restore_files(None, after_undo_snapshot(store, typed_saved_and_closed), None,
+                            target.tree, files=files)
     assert str(refused.value) == (f"a.txt was not restored: {path} changed on disk since it "
                                   f"was read; {refusal}")
     assert path.read_text() == ("one\nunsaved\nTYPED\n" if saved else "one\n")
@@ -1564,10 +1564,10 @@ async def test_a_restore_keeps_what_another_program_wrote_after_its_undo_snapsho
     if now is not None:
         path.write_text(now)
 
-    def written_meanwhile(_undo_id: str) -> None:
+    def written_meanwhile() -> None:
         path.write_text(f"{now or ''}THEIRS\n")
     with pytest.raises(SnapshotError) as refused:
-        await restore_files(None, store, None, target.tree, before_changes=written_meanwhile)
+        await restore_files(None, after_undo_snapshot(store, written_meanwhile), None, target.tree)
     assert str(refused.value) == (
         "a.txt changed on disk since the restore took its undo snapshot; the restore stopped "
         "before writing or deleting files on disk, so what is there now is kept: restore again "
@@ -1592,9 +1592,22 @@ async def test_a_restore_keeps_what_a_program_wrote_to_an_open_file_it_restores_
     files.synced(document.uri)
     await files.settle()
     with pytest.raises(SnapshotError, match=r"^a\.txt changed on disk since the restore took"):
-        await restore_files(None, store, None, target.tree, files=files, before_changes=lambda
-                            _undo_id: path.write_text("now\nTHEIRS\n"))
+        await restore_files(None, after_undo_snapshot(
+            store, lambda: path.write_text("now\nTHEIRS\n")), None, target.tree, files=files)
     assert path.read_text() == "now\nTHEIRS\n"
+
+
+def after_undo_snapshot(store: SnapshotStore, act: Callable[[], object]) -> SnapshotStore:
+    """`store`, whose restore runs `act` once it has taken its undo snapshot and compared it
+    with the target, before it checks the disk: a program writing, a key typed meanwhile."""
+    changes = store.changes
+
+    async def then_act(*args: Any, **kwargs: Any) -> list[FileChange]:
+        found = await changes(*args, **kwargs)
+        act()
+        return found
+    store.changes = then_act  # type: ignore[method-assign]
+    return store
 
 
 async def open_file_a_restore_deletes(tmp_path: Path) -> tuple[
@@ -1617,6 +1630,24 @@ async def open_file_a_restore_deletes(tmp_path: Path) -> tuple[
     return path, other, store, target, document, files
 
 
+@pytest.mark.parametrize("editor", [False, True], ids=["on disk", "an open file to delete"])
+async def test_a_restore_refused_by_the_disk_check_tells_no_undo_id(tmp_path: Path,
+                                                                     editor: bool) -> None:
+    """`before_changes` (the CLI's "restoring; should it not finish, undo with: … --undo X") was
+    told before the disk check, so a refusal that changed nothing showed it too, and following
+    it replaced what another program wrote after the undo snapshot, which the refusal said "is
+    kept". It is told only once the checks pass, the first change about to be made."""
+    path, other, store, target, _document, files = await open_file_a_restore_deletes(
+        tmp_path)
+    undo: list[str] = []
+    with pytest.raises(SnapshotError, match=r"^b\.txt changed on disk since the restore took"):
+        await restore_files(None, after_undo_snapshot(
+            store, lambda: other.write_text("b now\nTHEIRS\n")), None, target.tree,
+            files=files if editor else DISK, before_changes=undo.append)
+    assert undo == []
+    assert path.read_text() == "mine\n" and other.read_text() == "b now\nTHEIRS\n"
+
+
 @pytest.mark.parametrize("written", ["b.txt", "a.txt"], ids=["another file", "the open file"])
 async def test_a_restore_stopped_by_the_disk_deletes_no_open_file_first(
         tmp_path: Path, written: str) -> None:
@@ -1630,8 +1661,8 @@ async def test_a_restore_stopped_by_the_disk_deletes_no_open_file_first(
     theirs = path.parent / written
     before = theirs.read_text()
     with pytest.raises(SnapshotError) as refused:
-        await restore_files(None, store, None, target.tree, files=files, before_changes=lambda
-                            _undo_id: theirs.write_text(f"{before}THEIRS\n"))
+        await restore_files(None, after_undo_snapshot(store, lambda: theirs.write_text(
+            f"{before}THEIRS\n")), None, target.tree, files=files)
     assert str(refused.value) == (
         f"{written} changed on disk since the restore took its undo snapshot; the restore "
         "stopped before writing or deleting files on disk, so what is there now is kept: "
@@ -1930,8 +1961,7 @@ async def test_a_restore_goes_on_where_a_file_is_already_as_it_makes_it(tmp_path
     target = await store.snapshot()
     path.write_text("now\n")
     other.write_text("b now\n")
-    await restore_files(None, store, None, target.tree, before_changes=lambda _undo_id:
-                        path.unlink())
+    await restore_files(None, after_undo_snapshot(store, path.unlink), None, target.tree)
     assert not path.exists()
     assert other.read_text() == "b then\n"
 
@@ -1948,10 +1978,10 @@ async def test_a_restore_writes_over_a_file_written_again_with_the_same_text(
     target = await store.snapshot()
     path.write_text("now\n")
 
-    def touched(_undo_id: str) -> None:
+    def touched() -> None:
         path.write_text("now\n")
         os.utime(path, (1, 1))
-    result = await restore_files(None, store, None, target.tree, before_changes=touched)
+    result = await restore_files(None, after_undo_snapshot(store, touched), None, target.tree)
     assert path.read_text() == "then\n"
     assert await store.read(result.undo_id, "a.txt") == b"now\n"
 
@@ -1970,16 +2000,16 @@ async def test_a_restore_tells_a_symlink_by_where_it_leads(tmp_path: Path, meanw
     link.unlink()
     link.symlink_to("now")
 
-    def led_elsewhere(_undo_id: str) -> None:
+    def led_elsewhere() -> None:
         if meanwhile is not None:
             link.unlink()
             link.symlink_to(meanwhile)
     if meanwhile is None:
-        await restore_files(None, store, None, target.tree, before_changes=led_elsewhere)
+        await restore_files(None, after_undo_snapshot(store, led_elsewhere), None, target.tree)
         assert os.readlink(link) == "then"
         return
     with pytest.raises(SnapshotError, match=r"^link changed on disk since the restore took"):
-        await restore_files(None, store, None, target.tree, before_changes=led_elsewhere)
+        await restore_files(None, after_undo_snapshot(store, led_elsewhere), None, target.tree)
     assert os.readlink(link) == meanwhile
 
 

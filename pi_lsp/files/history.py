@@ -409,7 +409,7 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
                         before_changes: Callable[[str], object] = lambda _undo_id: None,
                         to_its_end: bool = False) -> RestoreResult:
     """Make the workspace what it was at `entry_id` (or at `undo_id`); returns how to undo it,
-    and tells `before_changes` first when there is anything to change.
+    and tells `before_changes` as the first change is about to be made (the checks passed).
 
     Only files that differ are written or deleted; ignored files, files too large to snapshot
     and paths under `.git/` or `.pi/` or behind a symlink are never touched. A file open in the
@@ -424,9 +424,11 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     target = target_of(tree, entry_id, undo_id)
     found = await changes_to(store, target, files=files)
     texts = await editor_restores(store, target, found)
-    if found.files:  # so the undo id is known however the restore ends (Ctrl-C, a failure)
-        before_changes(found.current.tree)
-    progress = RestoreProgress()
+    # Told once the checks pass, so the undo id is known however the restore ends (Ctrl-C, a
+    # failure), and never by a refusal that changed nothing: its undo would replace what
+    # another program wrote, which the refusal keeps.
+    progress = RestoreProgress(on_begin=(lambda: before_changes(found.current.tree))
+                               if found.files else None)
     making = _make_changes(store, target, found, texts, files, progress)
     try:
         await (_to_its_end(asyncio.ensure_future(making)) if to_its_end else making)
@@ -469,6 +471,7 @@ async def _make_changes(store: SnapshotStore, target: Snapshot, found: Changes,
     # whose undo snapshot holds an editor's text, which the disk need not.
     if deleted:
         await store.unchanged_since(found.current.tree, target.tree, on_disk, found.unsaved)
+        progress.begin()
     for path, old in deleted.items():
         await _in_editor(store, path, files.delete_in_editor(store.root / path, old))
         if not os.path.lexists(store.root / path):  # an editor that cannot delete leaves it

@@ -28,7 +28,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -134,6 +134,14 @@ class RestoreProgress(msgspec.Struct):
     changed: list[str] = msgspec.field(default_factory=list)
     # Handed to git, which may have written some before it failed (it does not say which).
     writing: list[str] = msgspec.field(default_factory=list)
+    # Told once, as the first change is about to be made, the checks passed (the CLI's undo id).
+    on_begin: Callable[[], object] | None = None
+
+    def begin(self) -> None:
+        """The first change is about to be made: tell `on_begin`, once."""
+        on_begin, self.on_begin = self.on_begin, None
+        if on_begin is not None:
+            on_begin()
 
 
 class SnapshotStore:
@@ -609,6 +617,7 @@ class SnapshotStore:
             await self._recorded(source)
             if over is not None:
                 await self._unchanged_since(over, source, changes, unchecked)
+            progress.begin()
             # Deletes first: a write can make a folder a symlink, and a later delete of a file
             # "in" it would go wherever it leads.
             for change in changes:
