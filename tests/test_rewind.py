@@ -1689,10 +1689,13 @@ async def test_a_restore_stopped_by_the_disk_after_deleting_an_open_file_says_ho
     with pytest.raises(SnapshotError) as refused:
         await restore_files(None, store, None, target.tree, files=files,
                             before_changes=undo.append)
-    assert str(refused.value).startswith("b.txt changed on disk since the restore took its undo")
-    assert str(refused.value).endswith(
-        f"; but the restore had changed a.txt already: restore the undo snapshot {undo[0]} to "
-        "undo that")
+    # It said "the restore stopped before writing or deleting files on disk" beside "but the
+    # restore had changed a.txt", and not that the undo it told replaces the kept b.txt too.
+    assert str(refused.value) == (
+        "b.txt changed on disk since the restore took its undo snapshot; the restore stopped "
+        "there, writing or deleting no more files, so what is there now is kept; but the "
+        f"restore had changed a.txt already: restore the undo snapshot {undo[0]} to undo that "
+        "(it replaces b.txt too: keep a copy first)")
     assert not path.exists()
     assert await store.read(undo[0], "a.txt") == b"mine\n"
     assert other.read_text() == "b now\nTHEIRS\n"

@@ -30,6 +30,7 @@ from pi_lsp.agent.tools import DISK, Execute, FileAccess, ToolContext, ToolError
 from pi_lsp.files.snapshots import (
     MAX_FILE_BYTES,
     OBJECT_ID,
+    ChangedMeanwhile,
     FileChange,
     RestoreProgress,
     Snapshot,
@@ -491,9 +492,12 @@ def _part_way(error: Exception, progress: RestoreProgress, undo_id: str) -> Stop
     done = [f"had changed {some_of(changed)}"] if changed else []
     if progress.writing:
         done.append(f"may have written {some_of(progress.writing)}")
+    # Those another program wrote are kept now; the undo snapshot holds them as they were.
+    also = f" (it replaces {some_of(error.paths)} too: keep a copy first)" \
+        if isinstance(error, ChangedMeanwhile) else ""
     return StoppedPartWay(f"{str(error).removesuffix('.')}; but the restore "
                           f"{' and '.join(done)} already: restore the undo snapshot {undo_id} "
-                          "to undo that", undo_id)
+                          f"to undo that{also}", undo_id)
 
 
 async def _in_editor(store: SnapshotStore, path: str, change: Coroutine[Any, Any, object]

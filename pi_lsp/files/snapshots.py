@@ -128,6 +128,14 @@ class FileChange(msgspec.Struct, rename="camel"):
     diff: str
 
 
+class ChangedMeanwhile(SnapshotError):
+    """A restore's check found `paths` changed by another program since its undo snapshot."""
+
+    def __init__(self, message: str, paths: list[str]) -> None:
+        super().__init__(message)
+        self.paths = paths
+
+
 class RestoreProgress(msgspec.Struct):
     """What a restore has changed so far, for a failure part-way to name."""
 
@@ -616,7 +624,8 @@ class SnapshotStore:
         async with self._held():
             await self._recorded(source)
             if over is not None:
-                await self._unchanged_since(over, source, changes, unchecked)
+                await self._unchanged_since(over, source, changes, unchecked,
+                                            bool(progress.changed))
             progress.begin()
             # Deletes first: a write can make a folder a symlink, and a later delete of a file
             # "in" it would go wherever it leads.
@@ -642,11 +651,12 @@ class SnapshotStore:
             await self._unchanged_since(over, source, changes, unchecked)
 
     async def _unchanged_since(self, over: str, target: str, changes: list[FileChange],
-                               unchecked: Collection[str]) -> None:
-        """SnapshotError naming the `changes` (but those `unchecked`) the disk holds neither as
-        the snapshot `over` nor as `target` does: another program wrote them since, and that
+                               unchecked: Collection[str], changed_before: bool = False) -> None:
+        """ChangedMeanwhile naming the `changes` (but those `unchecked`) the disk holds neither
+        as the snapshot `over` nor as `target` does: another program wrote them since, and that
         text is in no snapshot. Checked just before the restore changes them (a program may
-        write at any time before); one already as `target` holds it loses nothing."""
+        write at any time before); one already as `target` holds it loses nothing.
+        `changed_before`: the restore changed files already (an editor's deletes)."""
         paths = [c.path for c in changes if c.path not in unchecked]
         if not paths:
             return
@@ -657,11 +667,14 @@ class SnapshotStore:
         expected = {path: ((held[path][0], held[path][2]), (held[path][1], held[path][3]))
                     for path in paths if path in held}
         changed = await asyncio.to_thread(_differing, self.root, expected)
-        if changed:
-            raise SnapshotError(f"{some_of(changed)} changed on disk since the restore took "
-                                "its undo snapshot; the restore stopped before writing or "
-                                "deleting files on disk, so what is there now is kept: restore "
-                                "again to replace it")
+        if not changed:
+            return
+        stopped = ("before writing or deleting files on disk, so what is there now is kept: "
+                   "restore again to replace it")
+        if changed_before:  # the caller names what it changed, and how to undo that
+            stopped = "there, writing or deleting no more files, so what is there now is kept"
+        raise ChangedMeanwhile(f"{some_of(changed)} changed on disk since the restore took its "
+                               f"undo snapshot; the restore stopped {stopped}", changed)
 
     async def _taken_first(self, tree: str) -> None:
         """`recorded` where the store is not made yet but the legacy store holds `tree`."""
