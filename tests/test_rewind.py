@@ -1630,6 +1630,18 @@ async def open_file_a_restore_deletes(tmp_path: Path) -> tuple[
     return path, other, store, target, document, files
 
 
+async def second_open_file(files: EditorFiles, root: Path) -> tuple[Path, TextDocument]:
+    """c.txt under `root`, made since the snapshot too and open beside a.txt: its path and
+    document."""
+    made = root / "c.txt"
+    made.write_text("c\n")
+    second = TextDocument(made.as_uri(), "c\n", version=1)
+    files.server.workspace.text_documents[second.uri] = second
+    files.synced(second.uri)
+    await files.settle()
+    return made, second
+
+
 @pytest.mark.parametrize("editor", [False, True], ids=["on disk", "an open file to delete"])
 async def test_a_restore_refused_by_the_disk_check_tells_no_undo_id(tmp_path: Path,
                                                                      editor: bool) -> None:
@@ -1708,12 +1720,7 @@ async def test_a_restore_failing_after_an_editor_delete_names_it_and_the_undo_sn
     buffer, and pi.restoreFiles told no undo id. It names what was changed and the undo id."""
     path, other, store, target, _document, files = await open_file_a_restore_deletes(
         tmp_path)
-    made = path.parent / "c.txt"  # made since the snapshot too, and open
-    made.write_text("c\n")
-    second = TextDocument(made.as_uri(), "c\n", version=1)
-    files.server.workspace.text_documents[second.uri] = second
-    files.synced(second.uri)
-    await files.settle()
+    made, second = await second_open_file(files, path.parent)
     deleting = files.delete_in_editor
 
     async def typed_while_deleted(deleted: Path, old: str | None) -> None:
@@ -1741,12 +1748,7 @@ async def test_a_restore_whose_editor_answers_an_error_names_what_it_changed(
     the first file and its buffer gone, nothing named and pi.restoreFiles told no undo id."""
     path, other, store, target, _document, files = await open_file_a_restore_deletes(
         tmp_path)
-    made = path.parent / "c.txt"  # made since the snapshot too, and open
-    made.write_text("c\n")
-    second = TextDocument(made.as_uri(), "c\n", version=1)
-    files.server.workspace.text_documents[second.uri] = second
-    files.synced(second.uri)
-    await files.settle()
+    made, second = await second_open_file(files, path.parent)
     applying = files.server.workspace_apply_edit_async
 
     async def second_fails(params: types.ApplyWorkspaceEditParams) -> Any:
@@ -1772,12 +1774,7 @@ async def second_delete_waits(tmp_path: Path, answer: Callable[[], Any]) -> tupl
     and the event set as c.txt's delete is asked."""
     path, _other, store, target, _document, files = await open_file_a_restore_deletes(
         tmp_path)
-    made = path.parent / "c.txt"
-    made.write_text("c\n")
-    second = TextDocument(made.as_uri(), "c\n", version=1)
-    files.server.workspace.text_documents[second.uri] = second
-    files.synced(second.uri)
-    await files.settle()
+    made, second = await second_open_file(files, path.parent)
     applying = files.server.workspace_apply_edit_async
     asked = asyncio.Event()
 
