@@ -473,6 +473,44 @@ async def test_anthropic_cut_mid_reply_keeps_the_partial_text(
     await provider.client.close()
 
 
+def _broken(*_args: Any, **_kwargs: Any) -> Any:
+    raise RuntimeError("models could not be built")
+
+
+@pytest.mark.parametrize("api", [CHAT_API, RESPONSES_API, ANTHROPIC_API])
+async def test_a_request_that_cannot_be_made_ends_the_turn_as_an_error_reply(
+        rig, tmp_path: Path, fake: FakeAnthropic, monkeypatch, api: str) -> None:
+    """A failure making the request (the SDK's set-up, its parameters) escaped the provider:
+    the prompt raised and the session kept the prompt with no reply; pi 1.6 ends it as an
+    error reply, as any failed call."""
+    if api == ANTHROPIC_API:
+        monkeypatch.setattr(anthropic_provider, "request_params", _broken)
+        provider = AnthropicProvider("k", base_url=fake.url)
+        tree = SessionTree.create(str(tmp_path / "s.jsonl"), str(tmp_path))
+        harness = Harness(tree, tmp_path, lambda _n: provider, retry=NO_RETRY)
+        label = "Anthropic"
+    else:
+        if api == RESPONSES_API:  # the first Responses call, made ready in a worker thread
+            monkeypatch.setattr(openai_api, "_responses_ready", False)
+            monkeypatch.setattr(openai_api, "construct_type", _broken)
+        else:
+            monkeypatch.setattr(openai_chat, "endpoint", _broken)
+        one = rig(api=api)
+        harness, tree, label = one.harness, one.tree, "lab"
+    [_, answer] = await harness.prompt("hi")
+    assert isinstance(answer, AssistantMessage) and answer.stop_reason == "error"
+    assert answer.error_message == \
+        f"{label}: the request could not be made (RuntimeError: models could not be built)"
+    [*_, written] = [e["message"] for e in map(json.loads, Path(tree.path).read_text(
+        ).splitlines()[1:]) if e["type"] == "message"]
+    assert (written["role"], written["stopReason"]) == ("assistant", "error")
+    # Written as pi 1.6 writes what its provider threw: the error after the timestamp.
+    assert list(written).index("errorMessage") > list(written).index("timestamp")
+    assert not harness.busy
+    if api == ANTHROPIC_API:
+        await provider.client.close()
+
+
 # -- a lone surrogate never crashes a provider -----------------------------------------------
 
 

@@ -43,6 +43,7 @@ from pi_lsp.providers.failures import (
     line_text,
     parse_failure,
     provider_label,
+    unmade_request,
 )
 from pi_lsp.providers.header_values import HeaderValueError, sendable_headers, trimmed, unsendable
 from pi_lsp.providers.long_events import LONG_EVENT_CHARS, ReadAhead, let_loop_run, read_ahead
@@ -749,8 +750,12 @@ class AnthropicProvider:
 
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:
-        params = request_params(request)
-        reply.provider_thinking_level = managed_effort(request)  # kept even if the call fails
+        try:  # a failure making the request ends the reply too, as pi 1.6's does
+            params = request_params(request)
+            reply.provider_thinking_level = managed_effort(request)  # kept if the call fails
+        except Exception as error:
+            reply.fail("error", unmade_request(error, self.label))
+            return
         try:
             if self.unsendable:
                 raise HeaderValueError(self.unsendable)

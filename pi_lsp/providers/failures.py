@@ -163,6 +163,13 @@ def transport_failure(error: BaseException, label: str, url: str, timeout_s: flo
     return None
 
 
+def unmade_request(error: BaseException, label: str) -> str:
+    """A request that could not be made (its parameters or the SDK's set-up failed), so
+    nothing was sent; the reply ends with it as pi 1.6's does with what its provider threw."""
+    return masked_passwords(f"{label}: the request could not be made "
+                            f"({type(error).__name__}: {_without_header_values(error)})")
+
+
 def unreadable_reply(error: BaseException, label: str) -> str:
     """A stream the reader could not follow (an event of an unexpected shape)."""
     return (f"{label} sent a reply pi-lsp cannot read ({type(error).__name__}: "

@@ -30,6 +30,7 @@ from pi_lsp.providers.failures import (
     failure_text,
     line_text,
     provider_label,
+    unmade_request,
 )
 from pi_lsp.providers.header_values import (
     HeaderValueError,
@@ -281,10 +282,14 @@ class OpenAIProvider:
             reply.fail("error", f"{self.name}: api {api!r} is not an OpenAI API")
             return
         client = self.clients[api]
-        create, reader = await sdk_endpoint(wire, client), wire.reader(reply, request.model)
-        params = sdk_arguments(create, wire.request_params(request))
-        if api == RESPONSES_API:  # the effort a configuration_update asked for, kept if it fails
-            reply.provider_thinking_level = wire.configuration_effort(request)
+        try:  # a failure making the request ends the reply too, as pi 1.6's does
+            create, reader = await sdk_endpoint(wire, client), wire.reader(reply, request.model)
+            params = sdk_arguments(create, wire.request_params(request))
+            if api == RESPONSES_API:  # a configuration_update's effort, kept if the call fails
+                reply.provider_thinking_level = wire.configuration_effort(request)
+        except Exception as error:
+            reply.fail("error", unmade_request(error, self.label))
+            return
         try:
             if self.unsendable:
                 raise HeaderValueError(self.unsendable)
