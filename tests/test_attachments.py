@@ -7,6 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from pi_lsp.agent.attachments import MENTION_BYTE_LIMIT, Attachment, Range, mentions, render
 from pi_lsp.agent.events import ToolExecutionEnd, ToolExecutionStart
 from pi_lsp.agent.feedback import (
@@ -83,17 +85,22 @@ def test_attachments_render_relative_paths_and_cut_long_text(tmp_path: Path) -> 
 # What pi 1.6 attaches of a file with a BOM named by an `@file` argument (processFileArguments),
 # its path written as a placeholder; checked against pi 1.6 below where it is installed.
 STORED_FILE_ARGUMENT = Path(__file__).with_name("fixtures") / "pi16-bom-file-argument.json"
+# A file starting with two: pi 1.6 takes one off and keeps the second, the file's text.
+STORED_TWO_BOMS = Path(__file__).with_name("fixtures") / "pi16-two-bom-file-argument.json"
 PI16_FILE_ARGUMENT = """
 const { processFileArguments } = await import(process.argv[1]);
 process.stdout.write(JSON.stringify((await processFileArguments([process.argv[2]])).text));
 """
 
 
-def test_a_file_with_a_bom_is_attached_without_it_as_pi_16_attaches_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fixture", [STORED_FILE_ARGUMENT, STORED_TWO_BOMS],
+                         ids=["one BOM", "two BOMs"])
+def test_a_file_with_a_bom_is_attached_without_it_as_pi_16_attaches_it(
+        tmp_path: Path, fixture: Path) -> None:
     """A file sent with a prompt (`@path`, or `context` read from the disk) that starts with a
     UTF-8 BOM reached the model with it, "\\ufeff" first in its `<file>` element; pi 1.6 leaves
     it out of a file it attaches, and an editor shows none."""
-    stored = json.loads(STORED_FILE_ARGUMENT.read_text("utf-8"))
+    stored = json.loads(fixture.read_text("utf-8"))
     path = tmp_path / "notes.md"
     path.write_bytes(stored["file"].encode())
     attached = stored["attached"].replace("{path}", str(path))
@@ -110,7 +117,13 @@ def test_a_file_with_a_bom_is_attached_without_it_as_pi_16_attaches_it(tmp_path:
     (found,) = mentions("see @notes.md", tmp_path, DiskFiles()).found
     assert render(found, tmp_path) == \
         f'<file path="notes.md">\n{attached[len(head):-len(tail)]}</file>'
-    # A selection from the first line has it too; a later line's U+FEFF is the file's text.
-    for start, shown in ((0, "a\n"), (2, "\ufeffa\n")):
-        assert render(Attachment(path, "\ufeffa\n", Range(start, start)), tmp_path) == \
-            f'<file path="notes.md" lines="{start + 1}-{start + 1}">\n{shown}</file>'
+
+
+def test_text_the_editor_sent_is_rendered_as_sent(tmp_path: Path) -> None:
+    """render took a U+FEFF off any text whose range starts at line 0, one the user's text holds
+    in a selection the editor sent (which has none of the file's BOM) too; the BOM is taken off
+    where pi-lsp reads the file (test_editor), as pi 1.6 takes one off a file it reads."""
+    for start in (0, 2):
+        sent = Attachment(tmp_path / "a.txt", "\ufeffc", Range(start, start))
+        assert render(sent, tmp_path) == \
+            f'<file path="a.txt" lines="{start + 1}-{start + 1}">\n\ufeffc\n</file>'

@@ -21,6 +21,7 @@ from pytest_lsp import LanguageClient, client_capabilities
 
 from pi_lsp.agent import tools
 from pi_lsp.agent.approval import allow_all
+from pi_lsp.agent.attachments import render
 from pi_lsp.agent.feedback import FEEDBACK_ROUNDS
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import EDIT, READ, WRITE, ToolContext, execute_tool
@@ -904,6 +905,37 @@ async def test_a_range_counts_lines_as_the_editor_does(tmp_path: Path, separator
                       range=RangeArg(PositionArg(1, 0), PositionArg(2, 5)))
     found = await attachment(files, item, 0, tmp_path, allow_all)
     assert found.text == "two\rthree\n"
+
+
+@pytest.mark.parametrize("boms", [1, 2])
+async def test_a_file_read_for_a_prompt_is_attached_less_one_bom_the_editors_text_as_sent(
+        tmp_path: Path, boms: int) -> None:
+    """render took a U+FEFF off any text from line 0, a selection's the editor sent (which
+    has none of the file's BOM) too. It is taken off where pi-lsp reads the file, from the disk
+    or an unsaved buffer (`unsaved_text` gives its BOM back): one, as pi 1.6 takes off
+    (test_attachments' fixtures)."""
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"\xef\xbb\xbf" * boms + b"one\ntwo\n")
+    kept = "\ufeff" * (boms - 1)  # a second BOM is the file's text
+    first_line = RangeArg(PositionArg(0, 0), PositionArg(1, 0))
+    whole, line = '<file path="a.txt">\n{}</file>', '<file path="a.txt" lines="1-1">\n{}</file>'
+    cases = [(EditorFiles(cast(LanguageServer, SimpleNamespace(
+        workspace=SimpleNamespace(text_documents={})))), f"{kept}one\ntwo\n")]
+    if boms == 1:  # an editor showing a second BOM is told from one that kept the first by none
+        document = TextDocument(path.as_uri(), "one\ntwo\nx\n", version=1)
+        buffer = applying_editor(document)
+        buffer.synced(document.uri)
+        await buffer.settle()
+        assert buffer.buffer_text(path) == "\ufeffone\ntwo\nx\n"
+        cases.append((buffer, "one\ntwo\nx\n"))
+    for files, text in cases:
+        for item, shown in ((ContextArg(uri=path.as_uri()), whole.format(text)),
+                            (ContextArg(uri=path.as_uri(), range=first_line),
+                             line.format(f"{kept}one\n")),
+                            (ContextArg(uri=path.as_uri(), text="\ufeffc", range=first_line),
+                             line.format("\ufeffc\n"))):
+            assert render(await attachment(files, item, 0, tmp_path, allow_all),
+                          tmp_path) == shown
 
 
 def configure(pi: Pi, fake: FakeAnthropic, **extra: Any) -> None:

@@ -45,14 +45,18 @@ def render(attachment: Attachment, root: Path) -> str:
     if attachment.language_id:
         attrs += f' language="{attachment.language_id}"'
     text = attachment.text
-    if attachment.range is None or attachment.range.start_line == 0:
-        text = text.removeprefix(BOM)  # the file's: pi 1.6 attaches a file without it
     if len(text) > ATTACHMENT_CHAR_LIMIT:
         text = text[:ATTACHMENT_CHAR_LIMIT] + \
             f"\n[cut: {len(text) - ATTACHMENT_CHAR_LIMIT} more characters]"
     if not text.endswith("\n"):
         text += "\n"
     return f"<file {attrs}>\n{text}</file>"
+
+
+def file_content(text: str) -> str:
+    """A file's text, read by pi-lsp, as pi 1.6 attaches it: less the one BOM it starts with
+    (a second is the file's text); text the editor sent has none of the file's."""
+    return text.removeprefix(BOM)
 
 
 def line_count(text: str) -> int:
@@ -102,5 +106,5 @@ def mentions(text: str, root: Path, files: FileAccess) -> Mentions:
         if content is None:
             continue
         seen.add(path)
-        found.append(Attachment(path=path, text=content))
+        found.append(Attachment(path=path, text=file_content(content)))
     return Mentions(found, refused)

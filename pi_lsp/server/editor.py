@@ -20,7 +20,15 @@ from pygls.workspace import TextDocument
 
 from pi_lsp.agent.access import inside, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, Approver
-from pi_lsp.agent.attachments import Attachment, Range, line_count, lines_of, mentions, render
+from pi_lsp.agent.attachments import (
+    Attachment,
+    Range,
+    file_content,
+    line_count,
+    lines_of,
+    mentions,
+    render,
+)
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
 from pi_lsp.agent.splice import BOM
 from pi_lsp.agent.tools import DISK, ToolError, disk_holds, well_formed, write_regular
@@ -498,6 +506,7 @@ async def attachment(files: EditorFiles, item: ContextArg, index: int, root: Pat
                 f"invalid argument: {field} cannot be read ({error})") from None
         if text is None:
             raise JsonRpcInvalidParams(f"invalid argument: {field} names no file: {item.uri}")
+        text = file_content(text)
         if span is not None:
             text = lines_in(text, span, f"`context[{index}].range`")
     return Attachment(path=path, text=text, range=span, language_id=item.language_id)
