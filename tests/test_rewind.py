@@ -2989,3 +2989,38 @@ async def test_a_folder_where_git_keeps_its_excludes_does_not_stop_snapshots(
     store = SnapshotStore(root)
     snapshot = await store.snapshot()
     assert await store.read(snapshot.tree, "a.txt") == b"a"
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_restore_cancelled_part_way_tells_its_undo_id(
+        lsp: Pi, buffers: Buffers, fake: FakeAnthropic) -> None:
+    """pi.restoreFiles cancelled ($/cancelRequest) as the editor applies its open file's edit
+    runs to its end, yet pygls answered "cancelled" at once: no editor learnt the undo id of
+    the files it changed. The cancel goes to the command, whose end is the answer."""
+    pi, root = lsp, lsp.root / "ws"
+    disk, opened = root / "cancdisk.txt", root / "cancopen.py"
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(tool_reply([write("c1", "cancdisk.txt", "one\n"),
+                            write("c2", "cancopen.py", "ONE = 1\n")]), text_reply("wrote"))
+    await lsp_prompt(pi, uri, "write both")
+    reply = lines(path_of(uri))[-1]["id"]
+    fake.script(tool_reply([write("c3", "cancdisk.txt", "two\n"),
+                            write("c4", "cancopen.py", "ONE = 2\n")]), text_reply("changed"))
+    await lsp_prompt(pi, uri, "change both")
+    doc = buffers.open(opened)
+    applying = buffers.apply
+    client = pi.client
+
+    def cancel_then_apply(params: types.ApplyWorkspaceEditParams) -> Any:
+        for msg_id in list(client.protocol._request_futures):  # the executeCommand in flight
+            client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+        return applying(params)
+    buffers.apply = cancel_then_apply  # type: ignore[method-assign]
+    try:
+        result = await call(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": reply})
+        assert disk.read_text() == "one\n" and buffers.texts[doc] == "ONE = 1\n"
+        assert [f["path"] for f in result["files"]] == ["cancdisk.txt", "cancopen.py"]
+        assert result["undoId"] and result["inEditor"] == ["cancopen.py"]
+    finally:
+        buffers.apply = applying  # type: ignore[method-assign]
+        buffers.close(doc)

@@ -26,6 +26,7 @@ from pygls.exceptions import (
     JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
     JsonRpcParseError,
+    JsonRpcRequestCancelled,
 )
 from pygls.protocol import (
     JsonRPCNotification,
@@ -83,6 +84,8 @@ class PiProtocol(LanguageServerProtocol):
         self.shutdown_id: int | str | None = None
         # The result future of the generator handler whose next step is being started.
         self._stepping: Future[Any] | None = None
+        # A generator handler's result future -> the step it runs now, which a cancel stops.
+        self._steps: dict[Any, Any] = {}
         self.ending = False  # the requests in flight were cancelled: the server ends
 
     def _serialize_message(self, data: Any) -> Any:
@@ -125,6 +128,23 @@ class PiProtocol(LanguageServerProtocol):
                 # `$/cancelRequest` names the client's id, whose future is the generator's
                 # result: only this ties the command itself to it, so a cancel stops it.
                 self._stepping.add_done_callback(lambda outer: _cancel_with(outer, future))
+                self._step(self._stepping, future)
+
+    def _step(self, outer: Future[Any], step: Any) -> None:
+        """File `step` as the one `outer`'s generator runs now, until it ends."""
+        self._steps[outer] = step
+        step.add_done_callback(lambda _done: self._steps.pop(outer, None)
+                               if self._steps.get(outer) is step else None)
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        """`$/cancelRequest`: a command's step is cancelled, and answers as it ends."""
+        # pygls cancelled the command's result, answering "cancelled" at once, however its
+        # work ended: a restore running to its end (its undo id) was told to nobody.
+        step = self._steps.get(self._request_futures.get(msg_id))
+        if isinstance(step, asyncio.Future):  # its work stops, and its end is the answer
+            step.cancel()
+            return
+        super()._handle_cancel_notification(msg_id)
 
     def _forget_future(self, msg_id: Any, future: Any) -> None:
         if self._request_futures.get(msg_id) is future:
@@ -136,6 +156,9 @@ class PiProtocol(LanguageServerProtocol):
             # Nobody else reads a step of a cancelled request: its JsonRpcRequestCancelled was
             # logged as "Task exception was never retrieved" with a traceback.
             future.exception()
+        if future is not None and not result_future.done() and _cancelled(future):
+            result_future.cancel()  # its step cancelled (`$/cancelRequest`): answered so
+            return
         outer, self._stepping = self._stepping, result_future
         try:
             super()._run_generator(future, gen=gen, result_future=result_future)
@@ -383,6 +406,11 @@ _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{]+|[\]}]+')
 _MEMBERS = {b'"id"': "id", b'"method"': "method", b'"result"': "result", b'"error"': "error"}
 _COLON = re.compile(rb"\s*:")
 _ID_VALUE = re.compile(rb'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
+
+
+def _cancelled(step: Any) -> bool:
+    """Whether a finished step was cancelled: a command's (`command`) says so by raising."""
+    return bool(step.cancelled() or isinstance(step.exception(), JsonRpcRequestCancelled))
 
 
 def _cancel_with(outer: Future[Any], step: Any) -> None:
