@@ -3024,3 +3024,50 @@ async def test_server_restore_cancelled_part_way_tells_its_undo_id(
     finally:
         buffers.apply = applying  # type: ignore[method-assign]
         buffers.close(doc)
+
+
+async def test_a_restore_cut_as_the_server_shuts_down_logs_its_undo_id(
+        tmp_path: Path, fake: FakeAnthropic, capsys: pytest.CaptureFixture[str]) -> None:
+    """`shutdown` as the editor applies a restore's open file edit: the restore, cut there after
+    writing cut.txt on disk, was answered cancelled, and its part-way error, naming cut.txt and
+    the undo id, went nowhere. The log tells it."""
+    root = user_repo(tmp_path / "ws")
+    (root / ".pi" / "sessions").mkdir(parents=True)
+    async with own_server() as client:
+        buffers, asked, release = Buffers(client), asyncio.Event(), asyncio.Event()
+
+        @client.feature(types.WORKSPACE_APPLY_EDIT)
+        async def apply_edit(params: types.ApplyWorkspaceEditParams) -> Any:
+            asked.set()
+            await release.wait()  # answered once the server no longer reads it
+            return buffers.apply(params)
+
+        pi = await connect(client, "visual-studio-code", tmp_path,
+                           init_options(fake, toolApproval="auto"), folders=("ws",))
+        uri = (await call(client, "pi.newSession", {}))["uri"]
+        replies = []
+        for text in ("one", "two"):
+            fake.script(tool_reply([write(f"{text}1", "cut.txt", f"{text}\n"),
+                                    write(f"{text}2", "cutopen.py", f"{text}\n")]),
+                        text_reply("wrote"))
+            await lsp_prompt(pi, uri, f"write {text}")
+            replies.append(lines(path_of(uri))[-1]["id"])
+        buffers.open(root / "cutopen.py")
+        restoring = asyncio.ensure_future(call(client, "pi.restoreFiles",
+                                               {"uri": uri, "entryId": replies[0]}))
+        await asyncio.wait_for(asked.wait(), CEILING_S)
+        await asyncio.wait_for(client.shutdown_async(None), CEILING_S)
+        release.set()
+        with pytest.raises(JsonRpcException) as cancelled:
+            await restoring
+        assert cancelled.value.code == types.LSPErrorCodes.RequestCancelled
+        client.exit(None)
+        assert client._server is not None and client._stderr_forwarder is not None
+        assert await asyncio.wait_for(client._server.wait(), CEILING_S) == 0
+        await asyncio.wait_for(client._stderr_forwarder, CEILING_S)  # all the log read
+    assert (root / "cut.txt").read_text() == "one\n"
+    logged = capsys.readouterr().err
+    assert re.search(r"a request answered cancelled failed after: the restore was cut short: "
+                     r"the editor's answer was waited for no longer, as the server ends; but "
+                     r"the restore had changed cut.txt already: restore the undo snapshot "
+                     r"[0-9a-f]{40} to undo that\n", logged), logged

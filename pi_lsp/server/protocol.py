@@ -155,7 +155,11 @@ class PiProtocol(LanguageServerProtocol):
         if result_future.cancelled() and future is not None and not future.cancelled():
             # Nobody else reads a step of a cancelled request: its JsonRpcRequestCancelled was
             # logged as "Task exception was never retrieved" with a traceback.
-            future.exception()
+            error = future.exception()
+            if error is not None and not isinstance(error, JsonRpcRequestCancelled):
+                # Answered cancelled (the server ends), it failed after: a restore stopped
+                # part-way names what it changed and its undo id, which only the log can tell.
+                log.warning("a request answered cancelled failed after: %s", error)
         if future is not None and not result_future.done() and _cancelled(future):
             result_future.cancel()  # its step cancelled (`$/cancelRequest`): answered so
             return
