@@ -2865,6 +2865,21 @@ async def test_server_restores_a_file_with_a_bom_from_its_unsaved_buffer_with_th
     assert path.read_bytes() == b"\xef\xbb\xbfA = 2\r\nB = 1\r\n"
 
 
+async def written_twice(pi: Pi, fake: FakeAnthropic, disk: Path, opened: Path
+                        ) -> tuple[str, str]:
+    """A new session whose two turns each write `disk` and `opened` (one, then two): its uri
+    and the first turn's reply, to restore to."""
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    reply = ""
+    for n, text in enumerate(("one", "two")):
+        fake.script(tool_reply([write(f"w{n}a", disk.name, f"{text}\n"),
+                                write(f"w{n}b", opened.name, f"ONE = {n + 1}\n")]),
+                    text_reply("wrote"))
+        await lsp_prompt(pi, uri, f"write {text}")
+        reply = reply or lines(path_of(uri))[-1]["id"]
+    return uri, reply
+
+
 @pytest.mark.asyncio(loop_scope="module")
 async def test_server_tells_the_undo_id_of_a_restore_stopped_part_way(
         lsp: Pi, buffers: Buffers, fake: FakeAnthropic) -> None:
@@ -2873,14 +2888,7 @@ async def test_server_tells_the_undo_id_of_a_restore_stopped_part_way(
     error's data carries it, and restoring it undoes what was done."""
     pi, root = lsp, lsp.root / "ws"
     disk, opened = root / "partdisk.txt", root / "partopen.py"
-    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
-    fake.script(tool_reply([write("p1", "partdisk.txt", "one\n"),
-                            write("p2", "partopen.py", "ONE = 1\n")]), text_reply("wrote"))
-    await lsp_prompt(pi, uri, "write both")
-    reply = lines(path_of(uri))[-1]["id"]
-    fake.script(tool_reply([write("p3", "partdisk.txt", "two\n"),
-                            write("p4", "partopen.py", "ONE = 2\n")]), text_reply("changed"))
-    await lsp_prompt(pi, uri, "change both")
+    uri, reply = await written_twice(pi, fake, disk, opened)
     doc = buffers.open(opened)
     buffers.refusing.add(doc)
     try:
@@ -2999,14 +3007,7 @@ async def test_server_restore_cancelled_part_way_tells_its_undo_id(
     the files it changed. The cancel goes to the command, whose end is the answer."""
     pi, root = lsp, lsp.root / "ws"
     disk, opened = root / "cancdisk.txt", root / "cancopen.py"
-    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
-    fake.script(tool_reply([write("c1", "cancdisk.txt", "one\n"),
-                            write("c2", "cancopen.py", "ONE = 1\n")]), text_reply("wrote"))
-    await lsp_prompt(pi, uri, "write both")
-    reply = lines(path_of(uri))[-1]["id"]
-    fake.script(tool_reply([write("c3", "cancdisk.txt", "two\n"),
-                            write("c4", "cancopen.py", "ONE = 2\n")]), text_reply("changed"))
-    await lsp_prompt(pi, uri, "change both")
+    uri, reply = await written_twice(pi, fake, disk, opened)
     doc = buffers.open(opened)
     applying = buffers.apply
     client = pi.client
