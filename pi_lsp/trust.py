@@ -32,12 +32,18 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 LOCK_STALE_S = 10.0  # proper-lockfile's default: an older lock was left by a process that died
 LOCK_WAIT_S = 0.02
 LOCK_ATTEMPTS = 100
+# What else pi 1.6 asks about (trust-manager.js TRUST_REQUIRING_PROJECT_CONFIG_RESOURCES): it
+# starts MCP servers and runs extensions once a folder is trusted. pi-lsp loads none of them,
+# but a decision it saves is pi's, so a folder holding them is no folder with nothing to load.
+PI_ONLY = ("mcp.json", "extensions", "prompts", "themes")
 # What pi-lsp would take from a folder's `.pi/`: settings, models, an old snapshot store, the
 # prompt's replacement and addendum, skills (a folder holding only those is not trusted by
 # default); and, as pi, `.agents/skills` in it or a folder above it (but your own).
 PROJECT_FILES = ("settings.json", "models.json", "snapshots", "SYSTEM.md", "APPEND_SYSTEM.md",
-                 "skills")
+                 "skills", *PI_ONLY)
 AGENTS_SKILLS = os.path.join(".agents", "skills")
+# Never loaded by pi-lsp, trusted or not: no note says they were left out.
+LEFT_OUT_OF_NOTES = frozenset(f".pi/{name}" for name in ("snapshots", *PI_ONLY))
 SMALL_FILE = 64 << 10
 
 DefaultTrust = Literal["ask", "always", "never"]
@@ -298,7 +304,7 @@ def resolve_trust(folder: Path, *, override: bool | None = None, client: bool | 
 def untrusted_note(state: TrustState) -> str | None:
     """What the user is told once about a folder whose settings or models are not loaded;
     None when nothing is left out."""
-    files = [f for f in state.project_files if f != ".pi/snapshots"]
+    files = [f for f in state.project_files if f not in LEFT_OUT_OF_NOTES]
     if state.trusted or not files:
         return None
     why = {

@@ -66,7 +66,8 @@ from tests.test_server import (
     own_server,
     wait_events,
 )
-from tests.waits import CEILING_S, alive, gone, pid_in, run_cli
+from tests.test_system_messages import FIXTURES, PI16, pi16_node
+from tests.waits import CEILING_S, PROCESS_CEILING_S, alive, gone, pid_in, run_cli
 
 FAILED = -32011
 USER_KEY = "sk-ant-user-secret"
@@ -1107,6 +1108,54 @@ def test_a_folder_with_skills_is_asked_about_as_pi_asks(
     (home / "src" / ".agents" / "skills").mkdir(parents=True)
     assert resolve_trust(project).project_files == ["../.agents/skills"]
 
+
+
+def pi16_asks(top: Path, layouts: dict[str, str], home: Path) -> dict[str, bool]:
+    """pi 1.6's hasTrustRequiringProjectResources for each folder `top/NAME` (HOME `home`)."""
+    node = pi16_node()
+    assert node is not None
+    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
+    code = (f"const pi = await import({json.dumps(str(package))}); const asks = {{}};\n"
+            f"for (const name of {json.dumps(list(layouts))}) asks[name] = "
+            f"pi.hasTrustRequiringProjectResources({json.dumps(str(top))} + '/' + name);\n"
+            "process.stdout.write(JSON.stringify(asks));")
+    made = subprocess.run([node, "--input-type=module", "-e", code], capture_output=True,
+                          text=True, timeout=PROCESS_CEILING_S, env={**os.environ,
+                                                                    "HOME": str(home)})
+    assert made.returncode == 0, made.stderr
+    asks: dict[str, bool] = json.loads(made.stdout)
+    return asks
+
+
+async def test_a_folder_whose_extensions_pi_runs_is_never_one_with_nothing_to_load(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """A folder holding `.pi/extensions` (or prompts, themes, `.pi/mcp.json`), which pi 1.6 asks
+    about and, once it is trusted, runs or starts, was trusted for having nothing to load, and
+    shown as "nothing in .pi/ to load; no .pi/ files": trusting it from the editor on that word
+    saved the decision in pi's store, and the next `pi` there ran the repository's extension
+    unasked. It is undecided now and names them, as pi asks (fixtures/pi16-trust-requiring.json,
+    pi 1.6's answers); pi-lsp loads none of them, so no note says they were left out."""
+    stored = json.loads((FIXTURES / "pi16-trust-requiring.json").read_text("utf-8"))
+    layouts, asks = stored["layouts"], stored["asks"]
+    home = tmp_path / "home"
+    home.mkdir()
+    for name, path in layouts.items():
+        write_json(tmp_path / name / path, {})
+    if pi16_node() is not None:  # the stored answers are pi's
+        assert pi16_asks(tmp_path, layouts, home) == asks
+    async with own_server({"PI_CODING_AGENT_DIR": str(tmp_path / "agent"),
+                           "HOME": str(home)}) as client:
+        await connect(client, "neovim@v0.11", tmp_path, init_options(fake),
+                      folders=tuple(layouts))
+        await call(client, "pi.listModels", {})  # reads the first folder's settings
+        folders = (await call(client, "pi.trustStatus", {}))["folders"]
+        shown = {Path(f["folderUri"]).name: (f["trusted"], f["decision"], f["projectFiles"])
+                 for f in folders}
+        assert shown == {name: (False, "undecided", ["/".join(path.split("/")[:2])])
+                         if asks[name] else (True, "noProjectFiles", [])
+                         for name, path in layouts.items()}
+        assert not [m.message for m in client.messages if "not loaded" in m.message]
+        await asyncio.wait_for(client.shutdown_session(), CEILING_S)
 
 
 def test_project_files_that_appear_end_the_trust_of_a_folder_that_had_none(

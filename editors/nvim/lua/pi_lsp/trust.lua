@@ -119,7 +119,7 @@ function M.on_start(root)
   client.run("pi.trustStatus", {}, function(result)
     for _, state in ipairs(result.folders or {}) do
       if state.decision == "undecided" and #state.projectFiles > 0 then
-        ask(state, root, ("Trust project folder %s? pi-lsp uses %s only in trusted folders"):format(
+        ask(state, root, ("Trust project folder %s? pi and pi-lsp load its %s only in trusted folders"):format(
           util.key(state.folderUri), table.concat(state.projectFiles, " and ")))
       end
     end
