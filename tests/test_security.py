@@ -200,6 +200,27 @@ async def test_read_refuses_links_to_secrets_and_pi_credentials(root: Path, agen
     assert not (await execute_tool(READ, "read", {"path": ".env.example"}, ctx)).is_error
 
 
+async def test_read_refuses_pis_mcp_credentials(root: Path, agent_dir: Path) -> None:
+    """pi 1.6 keeps MCP servers in `mcp.json` (`~/.pi/agent/` and a project's `.pi/`: their
+    `env`, `headers` and `clientSecret` may hold tokens as written) and their OAuth tokens in
+    `~/.pi/agent/mcp-auth.json`; read gave all three as text, the project's without asking and
+    the others once a read outside was allowed (or under toolApproval auto), where pi's
+    auth.json, settings.json and models.json are refused. A hostile repository's AGENTS.md,
+    read whatever its trust, may ask for them."""
+    files = {agent_dir / "mcp-auth.json": '{"docs": {"accessToken": "SECRET-OAUTH"}}',
+             agent_dir / "mcp.json": '{"mcpServers": {"gh": {"env": {"T": "SECRET-PAT"}}}}',
+             root / ".pi" / "mcp.json": '{"mcpServers": {"x": {"headers": {"A": "SECRET"}}}}'}
+    for path, text in files.items():
+        path.write_text(text)
+    ctx = ToolContext(root, allow_outside_root=True)
+    for path in files:
+        with pytest.raises(ToolError, match="reading it is refused"):  # never asked
+            approval_request(ToolCall(id="c", name="read", arguments={"path": str(path)}), ctx)
+        result = await execute_tool(READ, "read", {"path": str(path)}, ctx)
+        assert result.is_error and "reading it is refused" in text_of(result), path
+        assert "SECRET" not in text_of(result)
+
+
 @pytest.mark.parametrize("name", SECRETS)
 async def test_edit_refuses_secrets_before_reading_them(root: Path, name: str) -> None:
     """Edit's errors ("No changes made", "Could not find the exact text", "Found 2

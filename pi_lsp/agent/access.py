@@ -33,8 +33,12 @@ SECRET_PATHS = frozenset({Path("/etc/shadow"), Path("/etc/gshadow")})
 KERNEL_DIRS = (Path("/proc"), Path("/sys"))
 # Templates of `.env` files, which by convention hold no values.
 ENV_TEMPLATES = frozenset({".env.example", ".env.sample", ".env.template"})
-# pi's own files under `.pi/` that may hold keys: settings and model definitions.
-PI_FILES = frozenset({"settings.json", "models.json"})
+# pi's own files under `.pi/` that may hold keys: settings, model definitions and MCP servers
+# (their `env`, `headers` and `clientSecret` may be tokens as written).
+PI_FILES = frozenset({"settings.json", "models.json", "mcp.json"})
+# pi's credentials in its agent folder besides those: its logins' keys and MCP servers' OAuth
+# tokens.
+AGENT_CREDENTIALS = ("auth.json", "mcp-auth.json")
 # What pi loads from a project's `.pi/` once the project is trusted (pi 1.6's security.md):
 # settings (which name packages), MCP servers, extensions and installed packages (code that
 # runs), skills, prompts, themes and system prompts. The user trusted them as they were; the
@@ -135,7 +139,7 @@ def secret_reason(path: Path) -> str | None:
         if any(_has_run(parts, run) for run in SECRET_RUNS):
             return "it is a file of tokens, or git's config, whose remote URLs may hold them"
         if folded(candidate.parent) in {folded(agent) for agent in agents} and \
-                parts[-1] in ("auth.json", *PI_FILES):
+                parts[-1] in (*AGENT_CREDENTIALS, *PI_FILES):
             return "it holds pi's credentials"
         if parts[-1] in PI_FILES and ((len(parts) > 1 and parts[-2] == ".pi") or any(
                 folded(folder) == folded(candidate.parent)
