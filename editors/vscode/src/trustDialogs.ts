@@ -34,12 +34,20 @@ export async function trustFolder(pi: PiClient): Promise<TrustState | undefined>
     { label: "Forget the decision", description: "pi's defaultProjectTrust decides", args: { trusted: null } },
   ];
   const picked = await vscode.window.showQuickPick(choices, {
-    placeHolder: `pi: ${path} is ${describe(state)}. Load its .pi/settings.json and .pi/models.json?`,
+    placeHolder: `pi: ${path} is ${describe(state)}. pi and pi-lsp load ${its([state])} only in trusted folders.`,
   });
   if (!picked) return undefined;
   const saved = await pi.call("pi.setTrust", { folderUri: state.folderUri, ...picked.args });
   void vscode.window.showInformationMessage(plain(`pi: ${path} is ${describe(saved)}.`));
   return saved;
+}
+
+/** What trusting the folders lets pi load, named: a decision saved here is pi's too, and pi runs
+ *  a folder's extensions and starts its MCP servers once it is trusted. */
+function its(folders: TrustState[]): string {
+  const files = (f: TrustState) => f.projectFiles.join(" and ") || "own .pi/ files";
+  if (folders.length === 1) return `its ${files(folders[0])}`;
+  return `their own files (${folders.map((f) => `${folderPath(f.folderUri)}: ${files(f)}`).join("; ")})`;
 }
 
 async function pickFolder(folders: TrustState[]): Promise<TrustState | undefined> {
@@ -59,7 +67,7 @@ export async function offerToSave(pi: PiClient): Promise<void> {
   const save = "Save in pi's trust.json";
   const choice = await vscode.window.showInformationMessage(
     plain(`pi: the workspace is trusted now. Trust ${unsaved.map((f) => folderPath(f.folderUri)).join(", ")} ` +
-    "for the pi CLI too?"), save, "Not Now");
+    `for the pi CLI too? pi loads ${its(unsaved)} only in trusted folders.`), save, "Not Now");
   if (choice !== save) return;
   for (const folder of unsaved) await pi.call("pi.setTrust", { folderUri: folder.folderUri, trusted: true });
 }

@@ -68,13 +68,16 @@ test("Restricted Mode: sessions and previews work, turns and summaries are refus
 
 test("granting trust sends it to the server and offers to save it in pi's trust.json", async () => {
   const offers = [];
+  fs.mkdirSync(path.join(ws.folder, ".pi", "extensions"));
+  fs.writeFileSync(path.join(ws.folder, ".pi", "extensions", "evil.ts"), "export default () => {};\n");
   respond("showInformationMessage", (message, ...items) => {
     offers.push(message);
     return items.find((i) => i.startsWith("Save"));
   });
   setTrusted(true);
   await eventually(() => fs.existsSync(store()), "trust.json");
-  assert.match(offers[0], /Trust .* for the pi CLI too\?/);
+  // It names what pi would load there, its extension too (pi runs it once the folder is trusted).
+  assert.match(offers[0], /Trust .* for the pi CLI too\? pi loads its \.pi\/settings\.json and \.pi\/extensions only in trusted folders/);
   const real = fs.realpathSync(ws.folder);
   assert.equal(fs.readFileSync(store(), "utf8"), `${JSON.stringify({ [real]: true }, null, 2)}\n`);
   const state = await status();
@@ -85,6 +88,8 @@ test("granting trust sends it to the server and offers to save it in pi's trust.
 test("pi: Trust This Folder… saves pi's choices", async () => {
   respond("showQuickPick", (items, options) => {
     assert.match(options.placeHolder, /trusted: saved in pi's trust.json/);
+    // Not "Load its .pi/settings.json and .pi/models.json?": trusting lets pi run its extension.
+    assert.match(options.placeHolder, /pi and pi-lsp load its \.pi\/settings\.json and \.pi\/extensions only in trusted folders/);
     assert.deepEqual(items.map((i) => i.label), ["Trust", "Trust parent folder", "Do not trust", "Forget the decision"]);
     return items.find((i) => i.label === "Do not trust");
   });
