@@ -12,8 +12,10 @@ import asyncio
 import difflib
 import io
 import json
+import os
 import random
 import shutil
+import subprocess
 import threading
 from collections import namedtuple
 from collections.abc import Iterator
@@ -75,6 +77,7 @@ from tests.test_server import (
     path_of,
     plain,
 )
+from tests.test_system_messages import FIXTURES, PI16, pi16_node
 from tests.waits import CEILING_S, PROCESS_CEILING_S, needing_the_loop, until
 
 APPROVE_TOOL = "pi/approveTool"
@@ -217,6 +220,44 @@ async def test_read_refuses_pis_mcp_credentials(root: Path, agent_dir: Path) -> 
         with pytest.raises(ToolError, match="reading it is refused"):  # never asked
             approval_request(ToolCall(id="c", name="read", arguments={"path": str(path)}), ctx)
         result = await execute_tool(READ, "read", {"path": str(path)}, ctx)
+        assert result.is_error and "reading it is refused" in text_of(result), path
+        assert "SECRET" not in text_of(result)
+
+
+def pi16_migrated(agent: Path, home: Path) -> dict[str, str]:
+    """What pi 1.6 leaves of `agent`'s oauth.json once it starts there (runMigrations)."""
+    node = pi16_node()
+    assert node is not None
+    cli = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "cli.js"
+    ran = subprocess.run([node, str(cli), "--offline", "--list-models", "nothing"],
+                         capture_output=True, text=True, timeout=PROCESS_CEILING_S, cwd=home,
+                         stdin=subprocess.DEVNULL, env={"PATH": os.environ.get("PATH", ""),
+                                                        "HOME": str(home), "PI_OFFLINE": "1",
+                                                        "PI_CODING_AGENT_DIR": str(agent)})
+    assert ran.returncode == 0, ran.stderr
+    return {path.name: path.read_text() for path in agent.glob("oauth.json*")}
+
+
+async def test_read_refuses_pis_old_oauth_logins(root: Path, agent_dir: Path) -> None:
+    """pi before auth.json kept its OAuth logins in `oauth.json`; pi 1.6 moves them into
+    auth.json and leaves the file, tokens and all, as `oauth.json.migrated` (what pi
+    1.6 left: fixtures/pi16-oauth-migration.json). read gave both as text once a read
+    outside was allowed (or under toolApproval auto), where auth.json is refused."""
+    stored = json.loads((FIXTURES / "pi16-oauth-migration.json").read_text("utf-8"))
+    if pi16_node() is not None:  # the stored answer is pi's
+        agent, home = root.parent / "pi16-agent", root.parent / "pi16-home"
+        agent.mkdir()
+        home.mkdir()
+        (agent / "oauth.json").write_text(stored["oauth.json"])
+        assert pi16_migrated(agent, home) == stored["left"]
+    (agent_dir / "oauth.json").write_text(stored["oauth.json"])
+    (agent_dir / "oauth.json.migrated").write_text(stored["left"]["oauth.json.migrated"])
+    ctx = ToolContext(root, allow_outside_root=True)
+    for name in ("oauth.json", "oauth.json.migrated"):
+        path = str(agent_dir / name)
+        with pytest.raises(ToolError, match="reading it is refused"):  # never asked
+            approval_request(ToolCall(id="c", name="read", arguments={"path": path}), ctx)
+        result = await execute_tool(READ, "read", {"path": path}, ctx)
         assert result.is_error and "reading it is refused" in text_of(result), path
         assert "SECRET" not in text_of(result)
 

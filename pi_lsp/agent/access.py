@@ -36,9 +36,10 @@ ENV_TEMPLATES = frozenset({".env.example", ".env.sample", ".env.template"})
 # pi's own files under `.pi/` that may hold keys: settings, model definitions and MCP servers
 # (their `env`, `headers` and `clientSecret` may be tokens as written).
 PI_FILES = frozenset({"settings.json", "models.json", "mcp.json"})
-# pi's credentials in its agent folder besides those: its logins' keys and MCP servers' OAuth
-# tokens.
-AGENT_CREDENTIALS = ("auth.json", "mcp-auth.json")
+# pi's credentials in its agent folder besides those: its logins' keys, MCP servers' OAuth
+# tokens, and the OAuth logins of pi before auth.json, which pi 1.6 copies into auth.json and
+# leaves where they were, renamed (migrateAuthToAuthJson).
+AGENT_CREDENTIALS = ("auth.json", "mcp-auth.json", "oauth.json", "oauth.json.migrated")
 # What pi loads from a project's `.pi/` once the project is trusted (pi 1.6's security.md):
 # settings (which name packages), MCP servers, extensions and installed packages (code that
 # runs), skills, prompts, themes and system prompts. The user trusted them as they were; the
