@@ -1,5 +1,5 @@
 -- :PiTrust and the question on first use: whether the workspace folder's own
--- .pi/settings.json and .pi/models.json are loaded. Decisions are pi's own
+-- .pi/ files are loaded (by pi too: its extensions). Decisions are pi's own
 -- (~/.pi/agent/trust.json), so the pi CLI and pi-lsp decide alike.
 local client = require("pi_lsp.client")
 local util = require("pi_lsp.util")
