@@ -25,7 +25,7 @@ class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
     anthropic_base_url: str | None = None
     diagnostics_feedback: bool = True
     # The editor's own trust of the window (VS Code's workspace.isTrusted): false is
-    # Restricted Mode, where a folder's .pi/ files are never loaded.
+    # Restricted Mode, where a folder's .pi/ files are never loaded; None, no decision.
     workspace_trusted: bool | None = None
 
     def __post_init__(self) -> None:

@@ -35,7 +35,7 @@ import {
   TurnNotification,
 } from "./protocol";
 import { LAUNCH_KEYS, SECTION, SERVER_KEYS, getter, serverLaunch, serverSettings } from "./settings";
-import { isTrusted, launchesFromWorkspace, restrictedReason } from "./trust";
+import { isTrusted, launchesFromWorkspace, restrictedReason, trustDecision } from "./trust";
 import { plain } from "./plainText";
 
 /** Session files are the server's own business: it reads them from disk, never from here. */
@@ -197,7 +197,7 @@ export class PiClient implements vscode.Disposable {
   async sendSettings(): Promise<void> {
     const client = this.client;
     if (!client?.isRunning()) return;
-    const settings = serverSettings(getter(), await this.options.apiKey(), isTrusted());
+    const settings = serverSettings(getter(), await this.options.apiKey(), trustDecision());
     await client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: settings } });
   }
 
@@ -264,7 +264,7 @@ export class PiClient implements vscode.Disposable {
       errorHandler,
       // Said once, by the start's caller (below), not as two more raw errors.
       initializationFailedHandler: () => false,
-      initializationOptions: serverSettings(get, await this.options.apiKey(), isTrusted()),
+      initializationOptions: serverSettings(get, await this.options.apiKey(), trustDecision()),
     };
     const client = new PiLanguageClient("piLsp", "pi-lsp", serverOptions, clientOptions);
     const defaults = client.createDefaultErrorHandler();

@@ -50,7 +50,7 @@ export function getter(scope?: vscode.Uri): Getter {
 }
 
 /** What goes in initializationOptions and didChangeConfiguration: set values only, and
- *  whether VS Code trusts the workspace (false: Restricted Mode). */
+ *  whether VS Code trusts the workspace (false: Restricted Mode; none: it did not decide). */
 export function serverSettings(get: Getter, apiKey?: string, trusted?: boolean): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const key of SERVER_KEYS) {

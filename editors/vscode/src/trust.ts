@@ -1,6 +1,7 @@
 // Workspace trust: VS Code's own (Restricted Mode) and pi's (trust.json, shared with the pi
 // CLI). In Restricted Mode the extension shows sessions and previews and runs nothing; the
-// server is told (`workspaceTrusted`) and then leaves the folder's .pi/ files out.
+// server is told (`workspaceTrusted`) and then leaves the folder's .pi/ files out. With VS Code's
+// Workspace Trust turned off nothing is restricted, and pi's own decisions decide.
 import * as vscode from "vscode";
 import type { ArgsOf, CommandName, TrustState } from "./protocol";
 
@@ -11,8 +12,18 @@ const RUNS_SOMETHING: ReadonlySet<CommandName> = new Set<CommandName>([
 
 export const MANAGE_TRUST = "workbench.trust.manage";
 
+/** False in Restricted Mode only: with Workspace Trust off VS Code reports every folder trusted. */
 export function isTrusted(): boolean {
   return vscode.workspace.isTrusted !== false;
+}
+
+/** VS Code's decision for the server (`workspaceTrusted`): false in Restricted Mode, true for a
+ *  workspace it trusts, none when Workspace Trust is off (that trusts every folder unasked). */
+export function trustDecision(): boolean | undefined {
+  if (!isTrusted()) return false;
+  // A user setting only (VS Code's scope "application"): read as such, a workspace never weighs.
+  const enabled = vscode.workspace.getConfiguration("security.workspace.trust").inspect<boolean>("enabled");
+  return (enabled?.globalValue ?? enabled?.defaultValue) === false ? undefined : true;
 }
 
 /** Why `command` may not run now, or undefined when it may (a compaction plan only reads). */

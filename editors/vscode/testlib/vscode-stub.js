@@ -106,10 +106,12 @@ const closeEmitter = new EventEmitter();
 // VS Code, get() gives the workspace's value over the user's; unlike VS Code it ignores a
 // setting's scope, so a test shows the extension itself ignores a workspace's value.
 const declared = require("../package.json").contributes.configuration.properties;
+// VS Code's own settings that the extension reads, with VS Code's defaults.
+const builtIn = { "security.workspace.trust.enabled": { default: true } };
 
 function getConfiguration(section) {
   const full = (key) => (section ? `${section}.${key}` : key);
-  const defaultValue = (key) => declared[full(key)]?.default;
+  const defaultValue = (key) => (declared[full(key)] ?? builtIn[full(key)])?.default;
   return {
     get: (key, dflt) => {
       for (const values of [rec.workspaceConfig, rec.config]) if (values.has(full(key))) return values.get(full(key));
@@ -202,7 +204,9 @@ const base = {
   env: { language: "en", appName: "fake-vscode", machineId: "x", sessionId: "y", uiKind: 1, openExternal: async () => true },
   workspace: {
     workspaceFolders: undefined, textDocuments, notebookDocuments: [],
-    isTrusted: true, // a window VS Code trusts; `__test.setTrusted(false)` is Restricted Mode
+    // A window VS Code trusts (every one while security.workspace.trust.enabled is false);
+    // `__test.setTrusted(false)` is Restricted Mode.
+    isTrusted: true,
     onDidGrantWorkspaceTrust: trustEmitter.event,
     getConfiguration,
     onDidChangeConfiguration: configEmitter.event,
