@@ -1723,6 +1723,26 @@ async def test_bash_runs_bash(root: Path) -> None:
     assert shell_path() == "/bin/bash" or not os.path.exists("/bin/bash")
 
 
+def test_a_bash_the_workspace_holds_is_never_the_shell(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without /bin/bash (NixOS) bash is looked up on PATH, where `.` or an empty entry would
+    find a repository's own `./bash` (or `./sh`) in the folder the command runs in."""
+    real = shutil.which("bash")
+    assert real is not None
+    for name in ("bash", "sh"):
+        (tmp_path / name).write_text("#!/bin/sh\ntouch ran\n")
+        (tmp_path / name).chmod(0o755)
+    exists = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda path: path != "/bin/bash" and exists(path))
+    monkeypatch.chdir(tmp_path)
+    for path in (f".{os.pathsep}{os.path.dirname(real)}", f"{os.pathsep}{os.path.dirname(real)}"):
+        monkeypatch.setenv("PATH", path)
+        assert shutil.which("bash") != real  # what a plain lookup finds
+        assert shell_path() == real
+    monkeypatch.setenv("PATH", ".")
+    assert shell_path() == "/bin/sh"
+
+
 async def test_bash_timeout(root: Path) -> None:
     result = await run(BASH, {"command": "sleep 300", "timeout": 1}, root)
     assert result.is_error

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_lsp.agent import subreaper
+from pi_lsp.environment import on_path
 from pi_lsp.finish import finish
 
 WATCHER = subreaper.__file__
@@ -35,10 +35,11 @@ CHUNK = 65536
 
 def shell_path() -> str:
     """The shell commands run in, chosen as pi 1.6's getShellConfig chooses on Unix: /bin/bash,
-    else bash on PATH, else sh."""
+    else bash on PATH, else sh; never a repository's own `./bash` or `./sh` (a relative PATH
+    entry, searched in the workspace the command runs in)."""
     if os.path.exists("/bin/bash"):
         return "/bin/bash"
-    return shutil.which("bash") or "sh"
+    return on_path("bash") or "/bin/sh"
 
 
 class WatcherDied(OSError):

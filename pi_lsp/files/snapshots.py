@@ -34,6 +34,7 @@ from typing import Literal
 
 import msgspec
 
+from pi_lsp.environment import on_path
 from pi_lsp.files.recorded import UNBORN, UNLOGGED, IgnoredLog, TreeLog, root_trees
 from pi_lsp.finish import Overran, Stuck, run_to_end
 from pi_lsp.paths import real_path
@@ -158,7 +159,7 @@ class SnapshotStore:
     def __init__(self, root: Path) -> None:
         self.root = real_path(root)
         self.git_dir = store_dir(self.root)
-        self.git = _git_on_path()
+        self.git = on_path("git")
         self.log = TreeLog(self.git_dir)
         self.ignored = IgnoredLog(self.git_dir)
         self.unborn = IgnoredLog(self.git_dir, UNBORN)  # nested repositories left out
@@ -752,13 +753,6 @@ class SnapshotStore:
         self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.git_dir / ADOPTED).write_text(f"{self.root / LEGACY_DIR}\n")
         return False
-
-
-def _git_on_path() -> str | None:
-    """git from PATH's absolute folders only: a relative entry (`.`, or an empty one) would
-    find a `git` a repository committed, in whatever folder the server runs."""
-    folders = os.environ.get("PATH", os.defpath).split(os.pathsep)
-    return shutil.which("git", path=os.pathsep.join(f for f in folders if os.path.isabs(f)))
 
 
 _stores: dict[Path, SnapshotStore] = {}
