@@ -1814,7 +1814,7 @@ def test_what_the_editor_is_answered_is_one_line() -> None:
     """An error answer or a failed job's error naming what a repository chose (a models.json
     provider `x\\nFORGED …`, a session file) kept its line breaks: a forged line in the editor's
     message."""
-    from pi_lsp.server.errors import as_answer, failure_message
+    from pi_lsp.server.failures import as_answer, failure_message
     from pi_lsp.session.catalog import ForeignSessionError
 
     for error in (ValueError("/ws/.pi/models.json: providers.x\nFORGED: ok.baseUrl is required"),

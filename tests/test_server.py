@@ -375,6 +375,32 @@ async def test_initialize_advertises_every_command(pi: Pi) -> None:
     assert set(provider.commands) >= COMMANDS
 
 
+# What the session side imports: the hub, the agent, its tools and providers, summarize, the
+# file history, the settings files and the command modules.
+SESSION_SIDE = ("pi_lsp.server.workbench", "pi_lsp.server.hub", "pi_lsp.server.commands.",
+                "pi_lsp.server.approvals", "pi_lsp.agent.harness", "pi_lsp.agent.tools",
+                "pi_lsp.providers.factory", "pi_lsp.summarize", "pi_lsp.files", "pi_lsp.settings",
+                "watchfiles")
+
+
+async def test_the_initialize_answer_waits_for_no_module_of_the_session_side() -> None:
+    """Issue 19: `pi-lsp serve` answers `initialize` once pygls and its lifecycle are
+    imported; the session side is imported at `initialized` (before, 0.1 s of pi-lsp's own
+    modules came first)."""
+    loaded = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", "import sys, pi_lsp.cli, pi_lsp.server.server; print(*sys.modules)"],
+        env=SERVER_ENV, capture_output=True, text=True, check=True, timeout=PROCESS_CEILING_S)
+    assert [name for name in loaded.stdout.split() if name.startswith(SESSION_SIDE)] == []
+
+
+async def test_the_initialize_answer_names_every_command_there_is() -> None:
+    from pi_lsp.server.commands import NAMES
+    from pi_lsp.server.workbench import COMMANDS
+
+    assert tuple(COMMANDS) == NAMES
+
+
 async def test_list_sessions(pi: Pi) -> None:
     result = await call(pi.client, "pi.listSessions", {})
     by_path = {path_of(s["uri"]): s for s in result["sessions"]}

@@ -1,16 +1,13 @@
-"""What an editor may set (initialization options, `workspace/didChangeConfiguration`), and
-the settings it gives over the settings files."""
+"""What an editor may set (initialization options, `workspace/didChangeConfiguration`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
 from pi_lsp.providers.base_url import url_problem
 from pi_lsp.session.jsontext import has_surrogate, surrogate_error
-from pi_lsp.settings import Settings, load_settings
 
 
 class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_fields=True):
@@ -61,22 +58,3 @@ def read_config(raw: Any) -> tuple[Config, list[str]]:
         else:
             taken[key] = value
     return msgspec.convert(taken, Config), refused
-
-
-def editor_settings(root: Path, config: Config, project: bool) -> Settings:
-    """The workspace's settings files (the project's only when `project`), with what the
-    editor set on top."""
-    settings = load_settings(root, project=project)
-    changes: dict[str, object] = {}
-    if config.model:
-        provider, _, model_id = config.model.partition("/")
-        changes.update(default_provider=provider, default_model=model_id)
-    if config.thinking_level:
-        changes["default_thinking_level"] = config.thinking_level
-    if config.summary_model:
-        changes["summary_model"] = config.summary_model
-    if config.anthropic_api_key:
-        changes["api_keys"] = {**settings.api_keys, "anthropic": config.anthropic_api_key}
-    if not config.auto_compaction:
-        changes["compaction"] = msgspec.structs.replace(settings.compaction, enabled=False)
-    return msgspec.structs.replace(settings, **changes) if changes else settings

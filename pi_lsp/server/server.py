@@ -9,46 +9,30 @@ import selectors
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-import msgspec
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams, JsonRpcRequestCancelled
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from pi_lsp.server import stdio
-from pi_lsp.server.approvals import ToolApprovals
-from pi_lsp.server.commands import entries, files, runs, sessions, workspace
+from pi_lsp.server.commands import NAMES
 from pi_lsp.server.config import Config, read_config
-from pi_lsp.server.editor import EditorFiles, editor_problems, experimental_flag
-from pi_lsp.server.errors import (
-    EXPECTED,
-    NOT_INITIALIZED,
-    ExpectedErrors,
-    as_answer,
-    server_error,
-)
-from pi_lsp.server.hub import SessionHub
-from pi_lsp.server.protocol import (
-    SESSION_CHANGED,
-    SESSIONS_CHANGED,
-    PiProtocol,
-    parse_args,
-    uri_of,
-)
-from pi_lsp.server.tasks import Tasks
-from pi_lsp.server.turns import Runs
-from pi_lsp.server.watcher import SessionWatch
-from pi_lsp.session.catalog import tree_title
-from pi_lsp.session.records import Refresh
-from pi_lsp.session.tree import SessionTree
+from pi_lsp.server.errors import NOT_INITIALIZED, ExpectedErrors, server_error
+from pi_lsp.server.protocol import SESSIONS_CHANGED, PiProtocol
 from pi_lsp.visible import printable
 
+if TYPE_CHECKING:
+    from pi_lsp.server.editor import EditorFiles
+    from pi_lsp.server.hub import SessionHub
+    from pi_lsp.server.turns import Runs
+    from pi_lsp.server.watcher import SessionWatch
+    from pi_lsp.server.workbench import Workbench
+
 SHUTDOWN_WAIT_S = 1.5
-A = TypeVar("A")
 
 
 class PiServer(LanguageServer):
@@ -57,15 +41,8 @@ class PiServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("pi-lsp", "0.1.0", protocol_cls=PiProtocol, max_workers=4)
         self.config = Config()
-        self._hub: SessionHub | None = None
-        self.tasks = Tasks(EXPECTED)
-        self.runs = Runs(self, self.tasks)
-        self.approvals = ToolApprovals(self, lambda: self.config)
-        self.files = EditorFiles(self)
+        self._workbench: Workbench | None = None
         self._finishing: asyncio.Future[None] | None = None
-        self.watch = SessionWatch(lambda path: self.hub.file_changed(path),
-                                  lambda: self.protocol.notify(SESSIONS_CHANGED, {}),
-                                  self.tasks.start)
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         """Serve stdio with framing faults survived; SIGTERM or a closed stdin ends like
@@ -89,23 +66,40 @@ class PiServer(LanguageServer):
                     stdout.close()
 
     @property
+    def workbench(self) -> Workbench:
+        """The session side; an error answer until `initialized`."""
+        if self._workbench is None:
+            raise server_error("the server is not initialized yet", NOT_INITIALIZED)
+        return self._workbench
+
+    @property
     def hub(self) -> SessionHub:
         """The workspace's sessions; an error answer until `initialized`."""
-        if self._hub is None:
-            raise server_error("the server is not initialized yet", NOT_INITIALIZED)
-        return self._hub
+        return self.workbench.hub
+
+    # The session side's parts the commands use, each an error answer until `initialized`.
+    @property
+    def runs(self) -> Runs:
+        return self.workbench.runs
+
+    @property
+    def files(self) -> EditorFiles:
+        return self.workbench.files
+
+    @property
+    def watch(self) -> SessionWatch:
+        return self.workbench.watch
 
     @property
     def started(self) -> bool:
-        return self._hub is not None
+        return self._workbench is not None
 
     def start(self, folders: list[Path]) -> None:
-        """Take the workspace folders: the hub is made and its session directories watched."""
-        self._hub = SessionHub(folders, self.config, self.approvals.approver_for, self.files,
-                               self.diagnostics_for, self.tasks)
-        self._hub.listeners.append(self.on_session_changed)
-        self._hub.notices.append(self.tell)
-        self.watch.follow(self._hub.all_directories())
+        """Take the workspace folders: the session side is made and its directories watched."""
+        # Imported here, after the `initialize` answer: the session side is most of pi-lsp's
+        # own start-up, and nothing before `initialized` uses it (issue 19).
+        from pi_lsp.server.workbench import Workbench
+        self._workbench = Workbench(self, folders)
 
     def session_path(self, uri: str, field: str = "uri") -> Path:
         path = to_fs_path(uri) if uri.startswith("file:") else None
@@ -127,29 +121,6 @@ class PiServer(LanguageServer):
     def workspace_folders(self) -> list[Path]:
         return [Path(p) for p in (to_fs_path(f.uri) for f in self.workspace.folders.values())
                 if p]
-
-    def on_session_changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
-        # The title too: a name written (a queued one at the turn's end, the CLI's) reaches
-        # chats that show no tree, so carry no tree delta.
-        note: dict[str, Any] = {"uri": uri_of(path), "entries": len(tree.records),
-                                "leafId": tree.shown_leaf(), "title": tree_title(tree),
-                                "reloaded": change.reloaded}
-        delta = self.hub.tree_delta(path, tree)  # for editors showing the tree
-        if delta is not None:
-            note["tree"] = msgspec.to_builtins(delta)
-        if change.relocated_from is not None:
-            note["relocatedFrom"] = uri_of(Path(change.relocated_from))
-            self.tell(f"{change.relocated_from} was replaced by another program; this session "
-                      f"(with both sides kept) continues in {path}")
-            self.protocol.notify(SESSIONS_CHANGED, {})
-        self.protocol.notify(SESSION_CHANGED, note)
-
-    def diagnostics_for(self, root: Path) -> Callable[[list[Path]], Awaitable[str | None]]:
-        async def problems(paths: list[Path]) -> str | None:
-            if not self.config.diagnostics_feedback or not experimental_flag(self, "diagnostics"):
-                return None
-            return await editor_problems(self, root, paths)
-        return problems
 
     def tell(self, message: str) -> None:
         """A notice on one line: the names it quotes (a session file's) a repository chose."""
@@ -181,12 +152,14 @@ class PiServer(LanguageServer):
         await asyncio.shield(self._finishing)
 
     async def _finish(self) -> None:
-        for session in self.hub.open.values() if self.started else ():
+        if self._workbench is None:  # nothing was started
+            return
+        for session in self._workbench.hub.open.values():
             session.abort()
         # Past the grace the editor's answers are waited for no longer: an edit it still
         # applies ended the aborted call 5 s later (ABORTED_WRITE_WAIT_S), not at once.
-        await self.tasks.finish(SHUTDOWN_WAIT_S, self.protocol.stop_asking)
-        await self.watch.stop()
+        await self._workbench.tasks.finish(SHUTDOWN_WAIT_S, self.protocol.stop_asking)
+        await self._workbench.watch.stop()
 
 
 class Terminated(Exception):
@@ -261,22 +234,11 @@ def bind(listener: socket.socket, address: Any) -> None:
 server = PiServer()
 
 
-def command(name: str, kind: type[A]) -> Callable[[Callable[[PiServer, A], Any]], None]:
-    """Register a command taking one object argument of `kind`; every failure answers."""
-    def register(handler: Callable[[PiServer, A], Any]) -> None:
-        @server.command(name)
-        async def run(ls: PiServer, *raw: Any) -> Any:
-            try:
-                result = handler(ls, parse_args(raw, kind))
-                return await result if asyncio.iscoroutine(result) else result
-            except asyncio.CancelledError:
-                raise JsonRpcRequestCancelled(f"{name} was cancelled") from None
-            except Exception as error:
-                answer = as_answer(error)
-                if answer is error:
-                    raise
-                raise answer from None
-    return register
+def command(name: str) -> None:
+    """Register a command: the session side runs it once `initialized` has made it."""
+    @server.command(name)
+    async def run(ls: PiServer, *raw: Any) -> Any:
+        return await ls.workbench.run(name, raw)
 
 
 # -- lifecycle ---------------------------------------------------------------------------
@@ -341,10 +303,8 @@ async def shutdown(ls: PiServer, _params: None) -> None:
 
 # -- commands ----------------------------------------------------------------------------
 
-for table in (sessions.COMMANDS, entries.COMMANDS, files.COMMANDS, runs.COMMANDS,
-              workspace.COMMANDS):
-    for name, kind, handler in table:
-        command(name, kind)(handler)
+for name in NAMES:
+    command(name)
 
 
 def serve(tcp: str | None = None) -> None:

@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 class Tasks:
     def __init__(self, expected: tuple[type[Exception], ...] = ()) -> None:
         self._running: set[asyncio.Task[Any]] = set()
-        # Failures the user has been told of already (server.errors.EXPECTED): logged plainly.
+        # Failures the user has been told of already (server.failures.EXPECTED): logged plainly.
         self._expected = expected
 
     def start(self, work: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:

@@ -24,7 +24,7 @@ from pi_lsp.agent.events import (
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.loop import Aborted, abortable
 from pi_lsp.agent.retry import waiting_note
-from pi_lsp.server.errors import failure_message
+from pi_lsp.server.failures import failure_message
 from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.protocol import JOB_DONE, TURN, PromptArgs
 from pi_lsp.server.tasks import Tasks

@@ -6,9 +6,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
+
 from pi_lsp.files.snapshots import store_for
 from pi_lsp.paths import real_path
-from pi_lsp.server.config import Config, editor_settings
+from pi_lsp.server.config import Config
 from pi_lsp.session.catalog import (
     confine_session,
     followed,
@@ -17,8 +19,27 @@ from pi_lsp.session.catalog import (
     shared_folders,
     shared_owner,
 )
-from pi_lsp.settings import Settings
+from pi_lsp.settings import Settings, load_settings
 from pi_lsp.trust import TrustState, resolve_trust, save_decision, untrusted_note
+
+
+def editor_settings(root: Path, config: Config, project: bool) -> Settings:
+    """The workspace's settings files (the project's only when `project`), with what the
+    editor set on top."""
+    settings = load_settings(root, project=project)
+    changes: dict[str, object] = {}
+    if config.model:
+        provider, _, model_id = config.model.partition("/")
+        changes.update(default_provider=provider, default_model=model_id)
+    if config.thinking_level:
+        changes["default_thinking_level"] = config.thinking_level
+    if config.summary_model:
+        changes["summary_model"] = config.summary_model
+    if config.anthropic_api_key:
+        changes["api_keys"] = {**settings.api_keys, "anthropic": config.anthropic_api_key}
+    if not config.auto_compaction:
+        changes["compaction"] = msgspec.structs.replace(settings.compaction, enabled=False)
+    return msgspec.structs.replace(settings, **changes) if changes else settings
 
 
 class ForeignFolderError(Exception):

@@ -35,7 +35,7 @@ async def move_to_entry(ls: PiServer, args: MoveArgs) -> Any:
     outcome = harness.branch(args.target_id, durable=ls.config.durable_leaf_moves,
                              edit=args.edit)
     if not ls.config.durable_leaf_moves:  # nothing was appended, so say where the leaf went
-        ls.on_session_changed(real_path(path), harness.tree, Refresh(0, False))
+        ls.workbench.on_session_changed(real_path(path), harness.tree, Refresh(0, False))
     return await with_file_changes(harness, outcome)
 
 
