@@ -262,6 +262,27 @@ async def test_read_refuses_pis_old_oauth_logins(root: Path, agent_dir: Path) ->
         assert "SECRET" not in text_of(result)
 
 
+async def test_the_default_agent_folder_is_pis_while_another_is_set(
+        root: Path, agent_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With PI_CODING_AGENT_DIR naming another folder, ~/.pi/agent still holds the logins of
+    every pi run without it, but only the named folder was pi's: read gave its auth.json
+    once a read outside was allowed (or under toolApproval auto), and write changed its files."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    default = home / ".pi" / "agent"
+    default.mkdir(parents=True)
+    ctx = ToolContext(root, allow_outside_root=True)
+    for name in ("auth.json", "mcp-auth.json", "oauth.json.migrated", "settings.json"):
+        path = default / name
+        path.write_text('{"anthropic": {"type": "api_key", "key": "SECRET"}}')
+        with pytest.raises(ToolError, match="reading it is refused"):  # never asked
+            approval_request(ToolCall(id="c", name="read", arguments={"path": str(path)}), ctx)
+        result = await execute_tool(READ, "read", {"path": str(path)}, ctx)
+        assert result.is_error and "reading it is refused" in text_of(result), path
+        assert "SECRET" not in text_of(result)
+    assert protected_reason(default / "extensions" / "x.ts", root) == "it is in pi's agent folder"
+
+
 @pytest.mark.parametrize("name", SECRETS)
 async def test_edit_refuses_secrets_before_reading_them(root: Path, name: str) -> None:
     """Edit's errors ("No changes made", "Could not find the exact text", "Found 2

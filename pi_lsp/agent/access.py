@@ -9,7 +9,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from pi_lsp.session.catalog import agent_dir, session_dirs
+from pi_lsp.session.catalog import agent_dir, default_agent_dir, session_dirs
 
 # Every name below is compared folded (see `fold`), as macOS's and Windows' file systems compare
 # names: there `.SSH/config` and `.PI/settings.json` are the protected files themselves.
@@ -123,7 +123,9 @@ def _secret_name(name: str) -> bool:
 
 
 def _agent_dirs() -> set[Path]:
-    return {_as_written(agent_dir()), _real(agent_dir())}
+    """pi's agent folder and ~/.pi/agent, as written and where links lead: with
+    PI_CODING_AGENT_DIR naming another, ~/.pi/agent still holds the logins of a pi run without."""
+    return {c for folder in (agent_dir(), default_agent_dir()) for c in _candidates(folder)}
 
 
 def secret_reason(path: Path) -> str | None:

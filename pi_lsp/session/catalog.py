@@ -136,6 +136,11 @@ def agent_dir() -> Path:
     configured = node_variable("PI_CODING_AGENT_DIR")  # pi's folder, named as Node names it
     if configured:
         return Path(configured).expanduser()
+    return default_agent_dir()
+
+
+def default_agent_dir() -> Path:
+    """pi's agent folder when PI_CODING_AGENT_DIR is not set."""
     return Path.home() / ".pi" / "agent"
 
 
