@@ -20,10 +20,23 @@ export function isTrusted(): boolean {
 /** VS Code's decision for the server (`workspaceTrusted`): false in Restricted Mode, true for a
  *  workspace it trusts, none when Workspace Trust is off (that trusts every folder unasked). */
 export function trustDecision(): boolean | undefined {
+  const enabled = trustWasEnabled(); // read first: the first reading is the window's
   if (!isTrusted()) return false;
+  return enabled ? true : undefined;
+}
+
+// VS Code decides a window's trust when it opens, with the setting as it was then: trust turned
+// on later counts only after the restart it asks for (the web, code-server, does not even ask),
+// and until then every folder is still "trusted" unasked.
+let enabledAtStart: boolean | undefined;
+
+/** Whether Workspace Trust was on when the window opened and still is. */
+function trustWasEnabled(): boolean {
   // A user setting only (VS Code's scope "application"): read as such, a workspace never weighs.
   const enabled = vscode.workspace.getConfiguration("security.workspace.trust").inspect<boolean>("enabled");
-  return (enabled?.globalValue ?? enabled?.defaultValue) === false ? undefined : true;
+  const now = (enabled?.globalValue ?? enabled?.defaultValue) !== false;
+  enabledAtStart ??= now;
+  return enabledAtStart && now;
 }
 
 /** Why `command` may not run now, or undefined when it may (a compaction plan only reads). */

@@ -43,6 +43,19 @@ test("with Workspace Trust off, defaultProjectTrust \"never\" keeps the folder's
   assert.equal(ext.restrictedReason("pi.prompt", { uri: "file:///x.jsonl", text: "hi" }), undefined);
 });
 
+test("Workspace Trust turned on without the restart VS Code asks for: its \"trusted\" is still no decision", async () => {
+  // VS Code keeps the trust it decided when the window opened (every folder, trust being off).
+  setConfig("security.workspace.trust.enabled", true);
+  try {
+    await api.pi.sendSettings();
+    const state = await status();
+    assert.deepEqual([state.trusted, state.decision], [false, "default"]);
+  } finally {
+    setConfig("security.workspace.trust.enabled", false);
+    await api.pi.sendSettings();
+  }
+});
+
 test("with Workspace Trust off, \"ask\" leaves the folder undecided, and pi: Trust This Folder… decides", async () => {
   defaultTrust("ask");
   assert.deepEqual([(await status()).trusted, (await status()).decision], [false, "undecided"]);
