@@ -192,6 +192,18 @@ def test_chat_asks_before_running_a_tool(workspace: Path, fake: FakeAnthropic,
     assert results and "approved-run" in str(results[-1]["content"])
 
 
+def test_answering_an_approval_diff_goes_back_where_the_user_was(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """:tabclose goes to the next tab: with two tabs, `a` or `r` in a write's diff left the user
+    in the other tab, not in the chat input they sent the prompt from."""
+    fake.script(tool_reply([("w1", "write", {"path": "notes.txt", "content": "one\n"})]),
+                text_reply("wrote it"),
+                tool_reply([("w2", "write", {"path": "notes.txt", "content": "two\n"})]),
+                text_reply("not written"))
+    run_script("approval_return_spec.lua", workspace, fake, tmp_path, PI_LSP_APPROVAL="ask")
+    assert (workspace / "notes.txt").read_text() == "one\n"
+
+
 def test_approval_diff_goes_when_its_turn_ends(workspace: Path, fake: FakeAnthropic,
                                                 tmp_path: Path) -> None:
     """A write's approval tab stayed open after <C-c> aborted its turn (or the server died),

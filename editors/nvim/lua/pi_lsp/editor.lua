@@ -91,6 +91,7 @@ end
 function M.show_diff(params, message, answer)
   local name = vim.fs.basename(params.path or "file")
   local filetype = vim.filetype.match({ filename = name }) or ""
+  local from = vim.api.nvim_get_current_win()
   vim.cmd("tabnew")
   local tab = vim.api.nvim_get_current_tabpage()
   local current = side(name, "current", params.oldText, filetype)
@@ -121,7 +122,12 @@ function M.show_diff(params, message, answer)
     end
     done = true
     if vim.api.nvim_tabpage_is_valid(tab) and #vim.api.nvim_list_tabpages() > 1 then
+      local shown = vim.api.nvim_get_current_tabpage() == tab
       vim.cmd.tabclose(vim.api.nvim_tabpage_get_number(tab))
+      -- :tabclose goes to the next tab: back to the window the question took the user from.
+      if shown and vim.api.nvim_win_is_valid(from) then
+        vim.api.nvim_set_current_win(from)
+      end
     end
     for _, buf in ipairs({ current, proposed }) do
       if vim.api.nvim_buf_is_valid(buf) then
