@@ -168,6 +168,15 @@ def test_chat_keeps_attached_code_with_its_message(workspace: Path, fake: FakeAn
             '<file path="notes.py" lines="1-1" language="python">\nA = 2\n</file>'], given_back
 
 
+def test_a_chat_whose_window_was_closed_opens_again_above_its_input(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """:q in the chat left its input alone; :PiChat then put the chat in a column of its own at
+    the right, the input beside it the height of the whole screen."""
+    fake.script()
+    run_script("chat_layout_spec.lua", workspace, fake, tmp_path)
+    assert fake.message_requests() == []
+
+
 def test_code_attached_while_a_prompt_is_answered_waits_for_the_next(
         workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
     """Code attached while pi.prompt was in flight was cleared with the prompt's, never sent."""

@@ -916,15 +916,23 @@ local STATUSLINE = "%{%v:lua.require'pi_lsp.session'.statusline()%}"
 
 local function show(chat)
   local chat_win = vim.fn.bufwinid(chat.buf)
+  local input_win = vim.fn.bufwinid(input_of(chat))
   if chat_win == -1 then
-    vim.cmd("botright vsplit")
+    if input_win ~= -1 then
+      -- The chat's window closed alone (:q): the chat goes back above its input, which had
+      -- taken the room.
+      vim.api.nvim_set_current_win(input_win)
+      vim.cmd("aboveleft split")
+      vim.api.nvim_win_set_height(input_win, config.options.chat.input_height)
+    else
+      vim.cmd("botright vsplit")
+    end
     chat_win = vim.api.nvim_get_current_win()
     vim.api.nvim_win_set_buf(chat_win, chat.buf)
   end
   util.set_local(chat_win, { wrap = true, linebreak = true, number = false, winbar = STATUSLINE })
   util.markdown_window(chat_win)
   util.use_folds(chat_win, 0, true)
-  local input_win = vim.fn.bufwinid(input_of(chat))
   if input_win == -1 then
     vim.api.nvim_set_current_win(chat_win)
     vim.cmd(("belowright %dsplit"):format(config.options.chat.input_height))
