@@ -177,6 +177,14 @@ def test_a_chat_whose_window_was_closed_opens_again_above_its_input(
     assert fake.message_requests() == []
 
 
+def test_q_in_the_last_window_closes_the_context_and_the_chat(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """:close refuses the last window: `q` in a lone context buffer said E444 and did nothing,
+    and in a chat that filled the tab closed the input and left the chat."""
+    fake.script()
+    run_script("close_last_spec.lua", workspace, fake, tmp_path)
+
+
 def test_code_attached_while_a_prompt_is_answered_waits_for_the_next(
         workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
     """Code attached while pi.prompt was in flight was cleared with the prompt's, never sent."""

@@ -1009,9 +1009,7 @@ function M.close(uri)
   end
   for _, buf in ipairs({ chat.input, chat.buf }) do
     for _, win in ipairs(vim.fn.win_findbuf(buf)) do
-      if #vim.api.nvim_list_wins() > 1 then
-        vim.api.nvim_win_close(win, false)
-      end
+      util.close_window(win)
     end
   end
 end

@@ -80,9 +80,7 @@ function M.offer(uri, entry_id, root, question)
     vim.b[buf].pi_lsp_uri = uri
     util.show(buf, "botright split")
     util.map(buf, "n", "q", function()
-      if not pcall(vim.cmd, "close") then
-        vim.cmd("enew") -- the last window: show an empty buffer instead
-      end
+      util.close_window()
     end, "pi: close the diff")
     if #files == 0 then
       return util.notify(("nothing to restore to entry %s; %d file(s) left alone, listed in the diff"):format(

@@ -836,9 +836,7 @@ function M.actions.refresh(buf)
 end
 
 function M.actions.close()
-  if not pcall(vim.cmd, "close") then
-    vim.cmd("enew") -- the last window: show an empty buffer instead
-  end
+  util.close_window()
 end
 
 function M.actions.help()

@@ -357,6 +357,17 @@ function M.show(buf, split)
   return vim.api.nvim_get_current_win()
 end
 
+--- Close `win` (the current window when nil); the last window, which :close refuses (E444),
+--- shows an empty buffer instead.
+function M.close_window(win)
+  win = win or vim.api.nvim_get_current_win()
+  if not pcall(vim.api.nvim_win_close, win, false) then
+    vim.api.nvim_win_call(win, function()
+      vim.cmd("enew")
+    end)
+  end
+end
+
 function M.map(buf, modes, lhs, fn, desc)
   if lhs and lhs ~= "" then
     vim.keymap.set(modes, lhs, fn, { buffer = buf, nowait = true, silent = true, desc = desc })
