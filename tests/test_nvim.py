@@ -221,6 +221,25 @@ def test_answering_an_approval_diff_goes_back_where_the_user_was(
     assert (workspace / "notes.txt").read_text() == "one\n"
 
 
+def test_an_open_file_saved_is_edited_in_its_buffer_in_a_folder_named_with_spaces(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """Neovim sends a URI percent-encoded (`my%20w%c3%b6rk`), pygls keys its documents by it
+    unquoted: the server never compared such a buffer with its file, and once it was saved
+    took it for stale, so the next edit went to the disk under the buffer."""
+    workspace = tmp_path / "my wörk space"
+    shutil.copytree(EXAMPLE, workspace)
+    (workspace / "notes.txt").write_text("one\ntwo\nthree\n")
+    on_sonnet(tmp_path)
+    fake.script(
+        tool_reply([("e1", "edit", {"path": "notes.txt",
+                                    "edits": [{"oldText": "two", "newText": "TWO"}]})]),
+        text_reply("made two loud"),
+        tool_reply([("e2", "edit", {"path": "notes.txt",
+                                    "edits": [{"oldText": "three", "newText": "THREE"}]})]),
+        text_reply("made three loud"))
+    run_script("saved_edit_spec.lua", workspace, fake, tmp_path)
+
+
 def test_approval_diff_goes_when_its_turn_ends(workspace: Path, fake: FakeAnthropic,
                                                 tmp_path: Path) -> None:
     """A write's approval tab stayed open after <C-c> aborted its turn (or the server died),

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import msgspec
 from lsprotocol import types
@@ -101,6 +102,12 @@ class EditorFiles:
                 return document
         return None
 
+    def open_document(self, uri: str) -> TextDocument | None:
+        """The document the client opened as `uri`, the key of its state here: pygls keys its
+        documents by the URI unquoted (`%20` a space), which the client may not send."""
+        documents: dict[str, TextDocument] = self.server.workspace.text_documents
+        return documents.get(unquote(uri))
+
     def synced(self, uri: str) -> None:
         """The client opened or changed the document: its text is the truth again, unsaved
         when it is not the disk's as the editor shows it (an editor's reload is no edit).
@@ -118,16 +125,15 @@ class EditorFiles:
         comparison at a time, of the latest text (typing fast in a 100 MB file queued one per
         keystroke, each holding its text). Closed meanwhile (`forget`), it stops."""
         task = asyncio.current_task()
-        documents = self.server.workspace.text_documents
         try:
-            while self.comparing.get(uri) is task and uri in documents:
-                document = documents[uri]
+            while self.comparing.get(uri) is task and \
+                    (document := self.open_document(uri)) is not None:
                 text = document.source
                 comparing = self.in_flight[uri] = asyncio.ensure_future(
                     asyncio.to_thread(disk_comparison, text, path))
                 comparison = await comparing
-                if self.comparing.get(uri) is task and documents.get(uri) is document and \
-                        document.source is text:
+                if self.comparing.get(uri) is task and self.open_document(uri) is document \
+                        and document.source is text:
                     self.compared[uri] = comparison
                     if comparison.same:
                         self.unsaved.discard(uri)
@@ -145,17 +151,19 @@ class EditorFiles:
         of the last didOpen or didChange, but not past a key typed after this call (unsaved is
         what it reads as meanwhile: typing on in a 100 MB file held every write until a pause);
         and those of clean documents whose file changed."""
-        documents = self.server.workspace.text_documents
-        called = {uri: documents[uri].source for uri in self.comparing if uri in documents}
-        while waited := [uri for uri in self.comparing if uri in documents
-                         and documents[uri].source is called.get(uri)]:
+        called = {uri: document.source for uri in self.comparing
+                  if (document := self.open_document(uri)) is not None}
+        while waited := [uri for uri in self.comparing
+                         if (document := self.open_document(uri)) is not None
+                         and document.source is called.get(uri)]:
             pending = [self.in_flight[uri] for uri in waited
                        if uri in self.in_flight and not self.in_flight[uri].done()]
             if pending:
                 await asyncio.wait(pending)
             else:  # a comparison about to start, or its result about to be taken
                 await asyncio.sleep(0)
-        for uri, document in list(self.server.workspace.text_documents.items()):
+        for document in list(self.server.workspace.text_documents.values()):
+            uri = document.uri
             path = file_path(uri)
             known = self.compared.get(uri)
             if path is None or uri in self.unsaved or uri in self.applied or (
@@ -179,8 +187,8 @@ class EditorFiles:
         """As FileAccess says; a stale document is left out: the disk is its file's text, and
         a restore writes it there."""
         texts: dict[Path, str | None] = {}
-        for uri, document in self.server.workspace.text_documents.items():
-            path = file_path(uri)
+        for document in self.server.workspace.text_documents.values():
+            path = file_path(document.uri)
             if path is None or self.stale(document, path):
                 continue
             # realpath: a symlink loop is no error (Path.resolve raises on it).
