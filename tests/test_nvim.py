@@ -545,6 +545,17 @@ def test_chat_of_a_huge_session_stays_within_its_budget(workspace: Path, fake: F
     assert fake.message_requests() == []
 
 
+def test_a_message_of_one_huge_line_shows_its_start(workspace: Path, fake: FakeAnthropic,
+                                                    tmp_path: Path) -> None:
+    """A message over the chat's budget kept its first whole lines only: one of a single
+    300 KB line (a minified file, a log line) showed nothing but its heading."""
+    fake.script()
+    text = "Log start.  " + "é" * 150_000 + " Log end."  # (the budget falls inside an é)
+    line = crafted_session(workspace / ".pi" / "sessions" / "line.jsonl", ["Show the log", text])
+    run_script("chat_long_line_spec.lua", workspace, fake, tmp_path, PI_LSP_LINE=str(line))
+    assert fake.message_requests() == []
+
+
 def odd_session(path: Path) -> Path:
     """A session at `path` whose tool call and result hold what a session or a tool may: NUL,
     a label (id holding NUL) of an entry not in the file, which :PiCheck reports, a label

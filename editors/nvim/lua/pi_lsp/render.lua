@@ -312,13 +312,26 @@ local function first_within(result, budget)
   return 0, false
 end
 
---- The first lines of a built message up to `budget` characters, a fence left open there closed
+--- The start of `line` in at most `bytes` bytes, not splitting a character.
+local function line_start(line, bytes)
+  if bytes >= #line then
+    return line
+  end
+  return line:sub(1, bytes + vim.str_utf_start(line, bytes + 1))
+end
+
+--- The first lines of a built message up to `budget` characters, the line that passes it cut
+--- there (one huge line, a minified file say, showed nothing), a fence left open there closed
 --- (it would swallow every later line), then a line saying what was cut.
 local function cut(b, budget, more)
   local kept, size, fence = {}, 0, nil
   for _, line in ipairs(b.lines) do
     size = size + #line + 1
     if size > budget then
+      local room = budget - (size - #line - 1)
+      if room > 0 then
+        kept[#kept + 1] = line_start(line, room)
+      end
       break
     end
     kept[#kept + 1] = line
