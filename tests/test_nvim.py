@@ -228,7 +228,22 @@ def test_an_open_file_saved_is_edited_in_its_buffer_in_a_folder_named_with_space
     took it for stale, so the next edit went to the disk under the buffer."""
     workspace = tmp_path / "my wörk space"
     shutil.copytree(EXAMPLE, workspace)
-    (workspace / "notes.txt").write_text("one\ntwo\nthree\n")
+    edited_saved_and_edited_again(workspace, b"one", fake, tmp_path)
+
+
+def test_a_latin1_file_saved_is_edited_in_its_buffer(workspace: Path, fake: FakeAnthropic,
+                                                     tmp_path: Path) -> None:
+    """Saved, a file Neovim decoded as latin1 (which the server counts as unsaved: its buffer
+    is the text) was taken for stale: the next edit went to the disk, its é read as UTF-8 and
+    written back as U+FFFD."""
+    edited_saved_and_edited_again(workspace, b"caf\xe9", fake, tmp_path, PI_LSP_FIRST="café")
+
+
+def edited_saved_and_edited_again(workspace: Path, first: bytes, fake: FakeAnthropic,
+                                  tmp_path: Path, **extra: str) -> None:
+    """saved_edit_spec.lua on notes.txt starting with the line `first`: the disk is left as
+    the user saved it after the first edit, the second edit in the buffer."""
+    (workspace / "notes.txt").write_bytes(first + b"\ntwo\nthree\n")
     on_sonnet(tmp_path)
     fake.script(
         tool_reply([("e1", "edit", {"path": "notes.txt",
@@ -237,7 +252,8 @@ def test_an_open_file_saved_is_edited_in_its_buffer_in_a_folder_named_with_space
         tool_reply([("e2", "edit", {"path": "notes.txt",
                                     "edits": [{"oldText": "three", "newText": "THREE"}]})]),
         text_reply("made three loud"))
-    run_script("saved_edit_spec.lua", workspace, fake, tmp_path)
+    run_script("saved_edit_spec.lua", workspace, fake, tmp_path, **extra)
+    assert (workspace / "notes.txt").read_bytes() == first + b"\nTWO\nthree\n"
 
 
 def test_approval_diff_goes_when_its_turn_ends(workspace: Path, fake: FakeAnthropic,

@@ -174,8 +174,14 @@ class EditorFiles:
             if document.source is text:
                 self.compared[uri] = comparison
 
+    def saved(self, uri: str) -> None:
+        """The client saved the document: compared with its file again, as when opened (a
+        file the editor decoded otherwise, latin1 say, shows a text its disk does not hold)."""
+        self.forget(uri)  # a comparison under way may have read the disk before the save
+        self.synced(uri)
+
     def forget(self, uri: str) -> None:
-        """The client saved or closed the document: the disk has its text."""
+        """The client closed the document (or saved it): the disk has its text."""
         self.applied.pop(uri, None)
         self.compared.pop(uri, None)
         self.saved_as.pop(uri, None)

@@ -288,7 +288,7 @@ def did_change(ls: PiServer, params: types.DidChangeTextDocumentParams) -> None:
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: PiServer, params: types.DidSaveTextDocumentParams) -> None:
-    ls.files.forget(params.text_document.uri)
+    ls.files.saved(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
