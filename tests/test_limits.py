@@ -18,7 +18,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -408,6 +408,11 @@ def frame(body: bytes) -> bytes:
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
+def encoded(message: dict[str, Any]) -> bytes:
+    """A JSON-RPC 2.0 message, framed."""
+    return frame(json.dumps({"jsonrpc": "2.0", **message}).encode())
+
+
 def bodies(data: bytes, chunk: int = 7) -> list[bytes]:
     """Every body a reader finds in `data`, fed in small pieces as a pipe would."""
     stream = io.BytesIO(data)
@@ -501,9 +506,11 @@ class RawServer:
 
     @classmethod
     async def start(cls, root: Path, *, log: Path | None = None, tcp: bool = False,
-                    capabilities: dict[str, Any] | None = None, **options: Any) -> RawServer:
-        """Initialized with the client's `capabilities` and `options`; its stderr goes to
-        `log` if given (over TCP always to a file, where it says its port)."""
+                    capabilities: dict[str, Any] | None = None,
+                    documents: Sequence[dict[str, Any]] = (), **options: Any) -> RawServer:
+        """Initialized with the client's `capabilities` and `options`, the `documents` opened
+        in the same write (an editor's open buffers); its stderr goes to `log` if given (over
+        TCP always to a file, where it says its port)."""
         env = {**os.environ, "PI_CODING_AGENT_DIR": str(root / "agent")}
         if tcp:
             log = log or root / "serve-stderr.log"
@@ -522,7 +529,10 @@ class RawServer:
                 "workspaceFolders": [{"uri": (root / "ws").as_uri(), "name": "ws"}],
                 "initializationOptions": {"toolApproval": "auto", "autoCompaction": False,
                                           **options}}, ceiling=PROCESS_CEILING_S)
-            server.send({"method": "initialized", "params": {}})
+            opened = ({"method": "textDocument/didOpen", "params": {"textDocument": document}}
+                      for document in documents)
+            server.write(b"".join(map(encoded, ({"method": "initialized", "params": {}},
+                                                *opened))))
         return server
 
     async def _read(self) -> None:
@@ -539,7 +549,7 @@ class RawServer:
         self.sink.write(data)
 
     def send(self, message: dict[str, Any]) -> None:
-        self.write(frame(json.dumps({"jsonrpc": "2.0", **message}).encode()))
+        self.write(encoded(message))
 
     async def wait_for(self, match: Callable[[dict[str, Any]], bool],
                        ceiling: float = CEILING_S) -> dict[str, Any]:
@@ -932,6 +942,34 @@ async def start_turn(tmp_path: Path, fake: FakeAnthropic, *replies: Reply,
         answer = await server.command("pi.prompt", uri=uri, text="go")
         assert "turnId" in answer["result"], answer
     return server, uri
+
+
+async def test_a_document_opened_with_initialized_is_read_as_its_unsaved_text(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """`initialized` made the session side in a task of its own, so the didOpen read with it
+    (an editor's open buffers, Neovim's after :LspRestart) was handled first: "Error in
+    server: ... not initialized" was shown and logged, and the agent read the disk, not the
+    buffer's unsaved text (found in review)."""
+    log = tmp_path / "stderr.log"
+    (tmp_path / "ws").mkdir()
+    typed = tmp_path / "ws" / "typed.txt"
+    typed.write_text("on disk\n")
+    fake.script(text_reply("ok"))
+    server = await RawServer.start(
+        tmp_path, log=log, anthropicBaseUrl=fake.url, anthropicApiKey="test-key",
+        documents=[{"uri": typed.as_uri(), "languageId": "text", "version": 1,
+                    "text": "typed, not saved\n"}])
+    try:
+        uri = (await server.command("pi.newSession"))["result"]["uri"]
+        answer = await server.command("pi.prompt", uri=uri, text="go",
+                                      context=[{"uri": typed.as_uri()}])
+        assert "turnId" in answer["result"], answer
+        await server.turn_event("agent_end")
+        assert "typed, not saved" in json.dumps(fake.requests[-1].body)
+        assert [m for m in server.messages if m.get("method") == "window/showMessage"] == []
+    finally:
+        await server.close()
+    assert "ERROR" not in log.read_text()
 
 
 def end_server(process: asyncio.subprocess.Process, how: str) -> int:

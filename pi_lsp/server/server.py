@@ -249,8 +249,10 @@ def initialize(ls: PiServer, params: types.InitializeParams) -> None:
     ls.take_config(params.initialization_options)
 
 
+# Not a coroutine: pygls would run it as a task, after the messages read with `initialized`
+# (an editor's didOpen of its open buffers), which found no session side to tell.
 @server.feature(types.INITIALIZED)
-async def initialized(ls: PiServer, _params: types.InitializedParams) -> None:
+def initialized(ls: PiServer, _params: types.InitializedParams) -> None:
     folders = ls.workspace_folders()
     if not folders and ls.workspace.root_path:
         folders = [Path(ls.workspace.root_path)]
