@@ -944,12 +944,14 @@ async def start_turn(tmp_path: Path, fake: FakeAnthropic, *replies: Reply,
     return server, uri
 
 
+@pytest.mark.parametrize("again", [False, True], ids=["once", "initialized twice"])
 async def test_a_document_opened_with_initialized_is_read_as_its_unsaved_text(
-        tmp_path: Path, fake: FakeAnthropic) -> None:
+        again: bool, tmp_path: Path, fake: FakeAnthropic) -> None:
     """`initialized` made the session side in a task of its own, so the didOpen read with it
     (an editor's open buffers, Neovim's after :LspRestart) was handled first: "Error in
     server: ... not initialized" was shown and logged, and the agent read the disk, not the
-    buffer's unsaved text (found in review)."""
+    buffer's unsaved text. A second `initialized` made a second session side, which knew of
+    no unsaved buffer, and the first one's watch ran on (found in review)."""
     log = tmp_path / "stderr.log"
     (tmp_path / "ws").mkdir()
     typed = tmp_path / "ws" / "typed.txt"
@@ -960,6 +962,8 @@ async def test_a_document_opened_with_initialized_is_read_as_its_unsaved_text(
         documents=[{"uri": typed.as_uri(), "languageId": "text", "version": 1,
                     "text": "typed, not saved\n"}])
     try:
+        if again:
+            server.send({"method": "initialized", "params": {}})
         uri = (await server.command("pi.newSession"))["result"]["uri"]
         answer = await server.command("pi.prompt", uri=uri, text="go",
                                       context=[{"uri": typed.as_uri()}])

@@ -253,6 +253,10 @@ def initialize(ls: PiServer, params: types.InitializeParams) -> None:
 # (an editor's didOpen of its open buffers), which found no session side to tell.
 @server.feature(types.INITIALIZED)
 def initialized(ls: PiServer, _params: types.InitializedParams) -> None:
+    # LSP sends it once: a second made another session side, blind to the first's buffers and
+    # turns, the first's watch left running.
+    if ls.started:
+        return
     folders = ls.workspace_folders()
     if not folders and ls.workspace.root_path:
         folders = [Path(ls.workspace.root_path)]
