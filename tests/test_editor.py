@@ -577,7 +577,7 @@ def saved_and_closed(files: EditorFiles, document: TextDocument) -> None:
     """The user saved the document and closed it: the editor writes its text, then sends
     didSave and didClose, which the server's handlers take as they come."""
     Path(document.path).write_bytes(document.source.encode())
-    did_save(cast(PiServer, SimpleNamespace(files=files)),
+    did_save(cast(PiServer, SimpleNamespace(files=files, started=True)),
              types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(document.uri)))
     closed(files, document)
 
@@ -585,7 +585,7 @@ def saved_and_closed(files: EditorFiles, document: TextDocument) -> None:
 def closed(files: EditorFiles, document: TextDocument) -> None:
     """The user closed the document (a didClose), saved or not."""
     del files.server.workspace.text_documents[document.uri]  # as pygls drops it first
-    did_close(cast(PiServer, SimpleNamespace(files=files)),
+    did_close(cast(PiServer, SimpleNamespace(files=files, started=True)),
               types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(document.uri)))
 
 

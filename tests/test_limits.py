@@ -507,10 +507,12 @@ class RawServer:
     @classmethod
     async def start(cls, root: Path, *, log: Path | None = None, tcp: bool = False,
                     capabilities: dict[str, Any] | None = None,
-                    documents: Sequence[dict[str, Any]] = (), **options: Any) -> RawServer:
+                    documents: Sequence[dict[str, Any]] = (), opened_first: bool = False,
+                    **options: Any) -> RawServer:
         """Initialized with the client's `capabilities` and `options`, the `documents` opened
-        in the same write (an editor's open buffers); its stderr goes to `log` if given (over
-        TCP always to a file, where it says its port)."""
+        in the same write (an editor's open buffers; before `initialized` if `opened_first`);
+        its stderr goes to `log` if given (over TCP always to a file, where it says its
+        port)."""
         env = {**os.environ, "PI_CODING_AGENT_DIR": str(root / "agent")}
         if tcp:
             log = log or root / "serve-stderr.log"
@@ -529,10 +531,11 @@ class RawServer:
                 "workspaceFolders": [{"uri": (root / "ws").as_uri(), "name": "ws"}],
                 "initializationOptions": {"toolApproval": "auto", "autoCompaction": False,
                                           **options}}, ceiling=PROCESS_CEILING_S)
-            opened = ({"method": "textDocument/didOpen", "params": {"textDocument": document}}
-                      for document in documents)
-            server.write(b"".join(map(encoded, ({"method": "initialized", "params": {}},
-                                                *opened))))
+            opened = [{"method": "textDocument/didOpen", "params": {"textDocument": document}}
+                      for document in documents]
+            ready = [{"method": "initialized", "params": {}}]
+            server.write(b"".join(map(encoded, opened + ready if opened_first
+                                      else ready + opened)))
         return server
 
     async def _read(self) -> None:
@@ -944,23 +947,26 @@ async def start_turn(tmp_path: Path, fake: FakeAnthropic, *replies: Reply,
     return server, uri
 
 
-@pytest.mark.parametrize("again", [False, True], ids=["once", "initialized twice"])
+@pytest.mark.parametrize(("first", "again"), [(False, False), (False, True), (True, False)],
+                         ids=["once", "initialized twice", "opened before initialized"])
 async def test_a_document_opened_with_initialized_is_read_as_its_unsaved_text(
-        again: bool, tmp_path: Path, fake: FakeAnthropic) -> None:
+        first: bool, again: bool, tmp_path: Path, fake: FakeAnthropic) -> None:
     """`initialized` made the session side in a task of its own, so the didOpen read with it
     (an editor's open buffers, Neovim's after :LspRestart) was handled first: "Error in
     server: ... not initialized" was shown and logged, and the agent read the disk, not the
     buffer's unsaved text. A second `initialized` made a second session side, which knew of
-    no unsaved buffer, and the first one's watch ran on (found in review)."""
+    no unsaved buffer, and the first one's watch ran on. A client that did not wait for
+    `initialized` before its didOpen (LSP says to) was shown the error too (found in
+    review)."""
     log = tmp_path / "stderr.log"
-    (tmp_path / "ws").mkdir()
-    typed = tmp_path / "ws" / "typed.txt"
+    typed = tmp_path / "ws" / "my wörk" / "typed.txt"  # its URI percent-encoded
+    typed.parent.mkdir(parents=True)
     typed.write_text("on disk\n")
     fake.script(text_reply("ok"))
     server = await RawServer.start(
         tmp_path, log=log, anthropicBaseUrl=fake.url, anthropicApiKey="test-key",
         documents=[{"uri": typed.as_uri(), "languageId": "text", "version": 1,
-                    "text": "typed, not saved\n"}])
+                    "text": "typed, not saved\n"}], opened_first=first)
     try:
         if again:
             server.send({"method": "initialized", "params": {}})

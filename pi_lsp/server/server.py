@@ -282,24 +282,30 @@ def did_change_folders(ls: PiServer, _params: types.DidChangeWorkspaceFoldersPar
         ls.protocol.notify(SESSIONS_CHANGED, {})
 
 
+# Before `initialized` (a client that did not wait for it) pygls keeps the documents, and the
+# session side syncs them once it is made.
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: PiServer, params: types.DidOpenTextDocumentParams) -> None:
-    ls.files.synced(params.text_document.uri)  # pygls keeps the text; registering syncs it
+    if ls.started:
+        ls.files.synced(params.text_document.uri)  # pygls keeps the text; registering syncs it
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: PiServer, params: types.DidChangeTextDocumentParams) -> None:
-    ls.files.synced(params.text_document.uri)
+    if ls.started:
+        ls.files.synced(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: PiServer, params: types.DidSaveTextDocumentParams) -> None:
-    ls.files.saved(params.text_document.uri)
+    if ls.started:
+        ls.files.saved(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: PiServer, params: types.DidCloseTextDocumentParams) -> None:
-    ls.files.forget(params.text_document.uri)
+    if ls.started:
+        ls.files.forget(params.text_document.uri)
 
 
 @server.feature(types.SHUTDOWN)

@@ -43,6 +43,9 @@ class Workbench:
         self.runs = Runs(server, self.tasks)
         self.approvals = ToolApprovals(server, lambda: server.config)
         self.files = EditorFiles(server)
+        # Opened before `initialized`: synced as at didOpen, by the URI as the client sent it.
+        for document in server.workspace.text_documents.values():
+            self.files.synced(document.uri)
         self.watch = SessionWatch(lambda path: self.hub.file_changed(path),
                                   lambda: server.protocol.notify(SESSIONS_CHANGED, {}),
                                   self.tasks.start)
