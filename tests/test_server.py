@@ -395,9 +395,13 @@ async def test_the_initialize_answer_waits_for_no_module_of_the_session_side() -
 
 
 async def test_the_initialize_answer_names_every_command_there_is() -> None:
-    from pi_lsp.server.commands import NAMES
+    from pi_lsp.server.commands import NAMES, entries, files, runs, sessions, workspace
     from pi_lsp.server.workbench import COMMANDS
 
+    tables = (sessions.COMMANDS, entries.COMMANDS, files.COMMANDS, runs.COMMANDS,
+              workspace.COMMANDS)
+    # (a name in two tables would be kept once in COMMANDS: one handler silently lost)
+    assert [command[0] for table in tables for command in table] == list(NAMES)
     assert tuple(COMMANDS) == NAMES
 
 
