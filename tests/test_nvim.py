@@ -789,10 +789,24 @@ def test_chat_shows_a_retry_as_a_retry(workspace: Path, fake: FakeAnthropic, tmp
     wait_ms = 60000 if mode == "cancelled" else 1  # ended by <C-c>, or over at once
     (workspace / ".pi" / "settings.json").write_text(json.dumps(
         {"retry": {"baseDelayMs": wait_ms}}))
-    overloaded = error_reply(529, "overloaded_error", "Overloaded")
+    # Longer than a line's preview: the failed attempt's error showed cut at 60 characters.
+    overloaded = error_reply(529, "overloaded_error", "Overloaded: every server is busy, try "
+                             "again in a minute or pick a model with more room")
     fake.script(overloaded, held_reply(words(60), tmp_path, "retried", after=4))
     run_script("chat_retry_spec.lua", workspace, fake, tmp_path, PI_LSP_RETRY=mode)
     assert len(fake.message_requests()) == (1 if mode == "cancelled" else 2)
+
+
+def test_a_failed_reply_left_out_shows_its_error_whole(workspace: Path, fake: FakeAnthropic,
+                                                       tmp_path: Path) -> None:
+    """A reply refused as too long, left out of the context with nothing to compact: after the
+    turn the chat showed '_[error] Anthropic 400 invalid_request_error: prompt is too …_', not
+    why the prompt failed."""
+    on_sonnet(tmp_path)
+    fake.script(error_reply(400, "invalid_request_error",
+                            "prompt is too long: 250000 tokens > 200000 maximum"))
+    run_script("chat_failed_error_spec.lua", workspace, fake, tmp_path)
+    assert len(fake.message_requests()) == 1  # not asked again
 
 
 def test_a_chat_opened_during_a_retrys_wait_shows_it(workspace: Path, fake: FakeAnthropic,

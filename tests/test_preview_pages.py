@@ -12,6 +12,7 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pi_lsp.context.edits import FAILURE_CHARS
 from pi_lsp.context.layers import AgentSetup, Layer
 from pi_lsp.context.preview import render_markdown
 from pi_lsp.providers.registry import ModelRegistry
@@ -178,3 +179,34 @@ def test_a_page_from_an_entry_starts_at_its_first_message(entries: list[dict[str
             page = paged(outline, 1, first_row(outline, entry["id"])).pages[0]
             assert msgspec.json.encode(page.messages) == msgspec.json.encode(first)
             assert page.start == (rows.index(first[0]) if first else len(rows))
+
+
+def failed_reply(error: str) -> dict[str, Any]:
+    """A reply the provider refused, as pi 1.6 writes one: no content, its error."""
+    return {"role": "assistant", "content": [], "api": "anthropic-messages",
+            "provider": "anthropic", "model": "claude-sonnet-4-5", "stopReason": "error",
+            "errorMessage": error, "timestamp": 2}
+
+
+def test_a_failed_reply_left_out_shows_its_error_whole(tmp_path: Path) -> None:
+    """A failed reply that pi left out of the context (an overflow, a retry) came to the chats
+    only as its 72-character preview: 'prompt is too …', not why it failed. Its mark's `failure`
+    holds it whole, a hostile error cut at FAILURE_CHARS; the preview row and the request stay."""
+    error = ("Anthropic 400 invalid_request_error: prompt is too long: 250000 tokens > 200000 "
+             "maximum")
+    for said, shown in ((error, f"[error] {error}"),
+                        ("x" * 100_000, "[error] " + "x" * (FAILURE_CHARS - 9) + "…")):
+        tree = write_session(tmp_path / "s.jsonl", [
+            msg("aaaaaaaa", None, "p400"),
+            {"type": "message", "id": "bbbbbbbb", "parentId": "aaaaaaaa", "timestamp": STAMP,
+             "message": failed_reply(said)},
+            {"type": "context_edit", "id": "cccccccc", "parentId": "bbbbbbbb",
+             "timestamp": STAMP, "targetId": "bbbbbbbb", "replacement": None}])
+        for layer in ("agent", "request"):
+            pages = paged(outline_of(tree, "cccccccc", layer, AGENT), 50, None)
+            (mark,) = pages.edits
+            assert (mark.target_id, mark.kind, mark.failure) == ("bbbbbbbb", "omitted", shown)
+            assert len(mark.original) == 72  # the one-line preview, as the tree and CLI show it
+            assert [row.entry_id for row in pages.pages[0].messages] == ["aaaaaaaa"]
+    sent = whole(outline_of(tree, "cccccccc", "request", AGENT)).request
+    assert "x" * 100 not in json.dumps(sent)  # pi 1.6 sends no left-out reply

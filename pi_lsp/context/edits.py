@@ -18,6 +18,8 @@ from pi_lsp.context.projection import (
 )
 from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.session.entries import (
+    AgentMessage,
+    AssistantMessage,
     CustomMessageEntry,
     MessageEntry,
     Replacement,
@@ -30,6 +32,10 @@ from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree
 
 EDITABLE_MESSAGE_ROLES = ("user", "assistant", "toolResult")
+# A failed reply's preview is cut here, not at a line's width: its error is all the chat shows of
+# why the reply failed. pi-ai keeps 4,000 characters of a provider's error body, so an error pi
+# 1.6 or pi-lsp wrote is whole; a session's hostile 65 MB one is not sent with every page.
+FAILURE_CHARS = 8000
 
 
 class ContextEditError(ValueError):
@@ -48,6 +54,7 @@ class EditMark(msgspec.Struct, rename="camel"):
     tokens_after: int
     original: str  # a one-line preview of the target as written
     position: int = 0
+    failure: str | None = None  # a failed or aborted reply's preview up to FAILURE_CHARS
 
 
 def editable_role(record: Record) -> str | None:
@@ -135,6 +142,14 @@ def _tokens(messages: list[msgspec.Raw]) -> int:
     return total
 
 
+def failure_preview(message: AgentMessage | None) -> str | None:
+    """A failed or aborted reply's `[error] <its error>` and calls, on one line, whole up to
+    FAILURE_CHARS; None for any other message."""
+    if isinstance(message, AssistantMessage) and message.stop_reason in ("error", "aborted"):
+        return message_preview(message, FAILURE_CHARS)
+    return None
+
+
 def edit_marks(entries: list[ProjectedEntry]) -> list[EditMark]:
     """The edits in force among projected entries that change what their target contributes."""
     marks = []
@@ -152,5 +167,6 @@ def edit_marks(entries: list[ProjectedEntry]) -> list[EditMark]:
             entry.record.env.type,
             tokens_before=_tokens(unedited), tokens_after=_tokens(entry.messages),
             original=message_preview(first) if first is not None else "",
+            failure=failure_preview(first),
         ))
     return marks

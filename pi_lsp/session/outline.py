@@ -70,29 +70,31 @@ def content_text(content: str | list[UserBlock]) -> str:
     return " ".join(parts)
 
 
-def message_preview(message: AgentMessage) -> str:
+def message_preview(message: AgentMessage, limit: int = PREVIEW_CHARS) -> str:
+    """A message on one line, cut at `limit` characters."""
     match message:
         case UserMessage():
-            return shorten(content_text(message.content))
+            return shorten(content_text(message.content), limit)
         case AssistantMessage():
             text = " ".join(b.text for b in message.content if isinstance(b, TextContent))
             calls = [b for b in message.content if isinstance(b, ToolCall)]
             tools = ", ".join(_call_preview(call) for call in calls)
             if message.stop_reason in ("error", "aborted"):
                 text = f"[{message.stop_reason}] {message.error_message or text}"
-            return shorten(" ".join(part for part in (text, tools and f"→ {tools}") if part))
+            return shorten(" ".join(part for part in (text, tools and f"→ {tools}") if part), limit)
         case ToolResultMessage():
             marker = "✗ " if js_truthy(message.is_error) else ""
             name = js_string(message.tool_name)
-            return shorten(f"{marker}{name}: {content_text(message.content)}")
+            return shorten(f"{marker}{name}: {content_text(message.content)}", limit)
         case BashExecutionMessage():
-            return shorten(f"$ {js_string(message.command)}")
+            return shorten(f"$ {js_string(message.command)}", limit)
         case CustomMessage():
-            return shorten(f"{message.custom_type}: {content_text(message.content)}")
+            return shorten(f"{message.custom_type}: {content_text(message.content)}", limit)
         case SystemMessage():
             # A patch may carry no text: the sections it changes say what it is.
             sections = ", ".join(name for name, _ in section_entries(message))
-            return shorten(content_text(message.content) or (sections and f"sections: {sections}"))
+            return shorten(content_text(message.content) or (sections and f"sections: {sections}"),
+                           limit)
     return ""
 
 

@@ -4,13 +4,14 @@
 -- shows it; never as the turn's final error.
 -- PI_LSP_RETRY: "cancelled" (a long wait, ended by <C-c>) or "retried" (a short wait, then a
 -- reply held after word3 until "retried").
--- Fake server: a 529 overloaded_error, then (retried) the held reply.
+-- Fake server: a 529 overloaded_error of a long message, then (retried) the held reply.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local chat = require("pi_lsp.chat")
 
 local REMOVED = "## ~~assistant~~ removed from the context"
-local FAILED = "_[error] Anthropic 529 overloaded_error: Overloaded_"
+-- Whole, during the wait as after the turn (it was cut at 60 characters).
+local FAILED = "_[error] Anthropic 529 overloaded_error: Overloaded: every server is busy, try again in a minute or pick a model with more room_"
 local mode = os.getenv("PI_LSP_RETRY")
 
 -- Every drawing of the chat, not only the one a wait finds: the failed reply was drawn as the

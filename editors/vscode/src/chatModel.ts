@@ -65,7 +65,7 @@ export class Transcript {
     const removedAt = (index: number) => {
       for (const e of removed) {
         if (e.position === index || (index === messages.length && e.position > index)) {
-          this.push({ id: `removed-${e.targetId}`, kind: "removed", entryId: e.targetId, role: e.role, text: e.original, tokens: e.tokensBefore });
+          this.push({ id: `removed-${e.targetId}`, kind: "removed", entryId: e.targetId, role: e.role, text: e.failure ?? e.original, tokens: e.tokensBefore });
         }
       }
     };

@@ -102,6 +102,8 @@ export interface EditMark {
   original: string;
   /** Where its target stands among the preview's messages. */
   position: number;
+  /** A failed or aborted reply's `[error] <its error>` and calls, not cut to a line: why it failed. */
+  failure?: string | null;
 }
 
 /** Messages of a paged preview, from the one at `start` in the whole context. */

@@ -333,6 +333,18 @@ test("a reply asked for again shows pi's wait, and its failed attempt as the tra
   assert.match(html, /after the retry/);
 });
 
+test("a failed reply left out of the context shows its error whole after the turn", async () => {
+  // The transcript read after the turn showed the server's one-line preview of it, cut at 72
+  // characters: "[error] Anthropic 529 overloaded_error: Overloaded: every server is b…".
+  const error = "Overloaded: every server is busy, try again in a minute or pick a model with more room";
+  fake.script(errorReply(529, "overloaded_error", error), textReply("after the long retry"));
+  const all = await turn("Try it at length");
+  const html = all.slice(all.lastIndexOf("Try it at length"));
+  assert.match(html, /after the long retry/);
+  assert.ok(html.includes(`removed from the context · `), "the failed reply, left out");
+  assert.ok(html.includes(`<div class="text">[error] Anthropic 529 overloaded_error: ${error}</div>`), "its error, whole");
+});
+
 test("while a turn runs, the input steers; abort stops the turn", async () => {
   const slow = textReply(..."a slow answer that keeps going and going".split(" ").map((w) => w + " "));
   slow.delay = 150;

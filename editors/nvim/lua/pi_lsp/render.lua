@@ -80,6 +80,9 @@ local function content_text(content, image)
 end
 M.content_text = content_text
 
+-- Where a failed reply's preview is cut, as the server cuts it (pi_lsp/context/edits.py).
+local FAILURE_CHARS = 8000
+
 --- `text` on one line of at most `limit` characters. Control characters go first: vim.fn takes
 --- a string holding NUL for a Blob (E976), and tool output may hold any byte.
 local function one_line(text, limit)
@@ -254,11 +257,13 @@ function Builder:removed(mark)
   local tokens = mark.tokensBefore and (" · %s tokens"):format(util.thousands(mark.tokensBefore)) or ""
   self:add(("## ~~%s~~ removed from the context%s%s"):format(role, tokens, where(mark.targetId)))
   self:add("")
-  self:add("_" .. one_line(mark.original or "") .. "_")
+  -- A failed reply's error is why it failed: shown whole, not as a line's preview.
+  local text = mark.failure and one_line(mark.failure, FAILURE_CHARS) or one_line(mark.original or "")
+  self:add("_" .. text .. "_")
 end
 
 --- A failed reply the turn left out of the context to ask again, as the server's edit marks
---- it once the turn is over (pi_lsp/session/outline.py message_preview).
+--- it once the turn is over (pi_lsp/context/edits.py failure_preview).
 function M.attempt_mark(message)
   local text = {}
   for _, block in ipairs(message.content or {}) do
@@ -276,7 +281,7 @@ function M.attempt_mark(message)
   if #calls > 0 then
     original = original .. " → " .. table.concat(calls, ", ")
   end
-  return { role = "assistant", original = original }
+  return { role = "assistant", failure = original }
 end
 
 --- The characters of `b`'s lines, newlines included: what treesitter parses.
