@@ -16,7 +16,7 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
-from pygls.workspace import TextDocument
+from pygls.workspace import TextDocument, Workspace
 from pytest_lsp import LanguageClient, client_capabilities
 
 from pi_lsp.agent import tools
@@ -1106,3 +1106,22 @@ async def test_a_document_whose_uri_holds_a_nul_names_no_file(tmp_path: Path) ->
     assert not files.comparing
     await files.settle()
     assert files.open_texts() == {}
+
+
+@pytest.mark.parametrize("name", ["My%20Doc.txt", "x%41y.txt", "a b.txt", "café.txt"])
+async def test_an_open_file_whose_name_holds_a_percent_escape_is_read_unsaved(
+        tmp_path: Path, name: str) -> None:
+    """pygls keys its documents by the URI unquoted: EditorFiles.document read those keys as
+    URIs, unquoting them again, so a file named `My%20Doc.txt` (as a browser downloads it)
+    named `My Doc.txt`; its buffer was never found, and the agent read and wrote the disk."""
+    path = tmp_path / name
+    path.write_text("disk\n")
+    workspace = Workspace(tmp_path.as_uri())
+    uri = path.as_uri()  # percent-encoded, as editors send it (My%2520Doc.txt)
+    workspace.put_text_document(types.TextDocumentItem(uri=uri, language_id="plaintext",
+                                                       version=1, text="unsaved\n"))
+    files = EditorFiles(cast(LanguageServer, SimpleNamespace(workspace=workspace)))
+    files.synced(uri)
+    await files.settle()
+    assert files.read_text(path) == "unsaved\n"
+    assert files.open_texts() == {path: "unsaved\n"}

@@ -92,12 +92,14 @@ class EditorFiles:
         self.saved_as: dict[str, tuple[str, str]] = {}
 
     def document(self, path: Path) -> TextDocument | None:
+        found = self.open_document(from_fs_path(str(path)) or "")
+        if found is not None:
+            return found
+        # By each document's URI as sent, not pygls' key: that is unquoted once already, and a
+        # file named `My%20Doc.txt` (a download) would be read as `My Doc.txt`.
         documents: dict[str, TextDocument] = self.server.workspace.text_documents
-        uri = from_fs_path(str(path))
-        if uri in documents:
-            return documents[uri]
-        for other_uri, document in documents.items():  # the client may encode URIs otherwise
-            other = file_path(other_uri)
+        for document in documents.values():
+            other = file_path(document.uri)  # the client may encode URIs otherwise
             if other is not None and real_path(other) == path:
                 return document
         return None
