@@ -774,6 +774,45 @@ async def test_typing_in_an_open_file_compares_it_with_its_file_off_the_loop(
     assert threads and all(threads), "compared on the event loop"
 
 
+async def test_saving_an_open_file_again_and_again_compares_it_one_time_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each didSave dropped the comparison under way and started another (`forget`, then
+    `synced`), its worker thread still reading: three :w of a 100 MB file while it was compared
+    held four reads at once (200 MB each) and the worker threads every tool reads with. The
+    comparison under way is made again once it ends, a read from before the save not taken."""
+    path = tmp_path / "big.txt"
+    path.write_text("old\n")
+    document = TextDocument(path.as_uri(), "new\n", version=1)
+    files = EditorFiles(cast(LanguageServer, SimpleNamespace(
+        workspace=SimpleNamespace(text_documents={document.uri: document}))))
+    reads: list[bool] = []
+    release = threading.Event()
+    same_as_disk = editor_module.same_as_disk
+
+    def compared(text: str, path: Path) -> bool:
+        same = same_as_disk(text, path)
+        reads.append(same)
+        if len(reads) == 1:  # the didOpen's read, made before the save, ends after it
+            assert release.wait(CEILING_S), "the test never let the comparison go on"
+        return same
+    monkeypatch.setattr(editor_module, "same_as_disk", compared)
+    files.synced(document.uri)
+    await until(lambda: reads, "the didOpen's comparison")
+    first = files.in_flight[document.uri]
+    path.write_text("new\n")  # :w, three times
+    try:
+        for _ in range(3):
+            did_save(cast(PiServer, SimpleNamespace(files=files)),
+                     types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(document.uri)))
+            await asyncio.sleep(0)  # one loop turn: a comparison the didSave started begins
+            assert files.in_flight.get(document.uri) is first, "a second comparison began"
+    finally:
+        release.set()
+    await files.settle()
+    assert files.open_texts() == {path: None}  # the disk has its text
+    assert reads[:2] == [False, True]  # the read from before the save was made again
+
+
 async def test_a_read_compares_no_other_open_document_with_its_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`read` of a file the editor does not have open asked for every open document's text,

@@ -87,6 +87,9 @@ class EditorFiles:
         # Each of those tasks' comparison under way: what `settle` waits for (the task itself
         # goes on while the user types, and a write would wait for a pause in the typing).
         self.in_flight: dict[str, asyncio.Future[Comparison]] = {}
+        # Documents saved while their comparison was under way: it may have read the disk
+        # before the save, so it is made again (by the same task: one comparison at a time).
+        self.resaved: set[str] = set()
         # The unsaved text of a document whose file starts with a BOM, with it (`unsaved_text`),
         # by the text it was made from: made once per change, not at each ask (50 MB: 60 ms).
         self.saved_as: dict[str, tuple[str, str]] = {}
@@ -131,11 +134,12 @@ class EditorFiles:
             while self.comparing.get(uri) is task and \
                     (document := self.open_document(uri)) is not None:
                 text = document.source
+                self.resaved.discard(uri)
                 comparing = self.in_flight[uri] = asyncio.ensure_future(
                     asyncio.to_thread(disk_comparison, text, path))
                 comparison = await comparing
                 if self.comparing.get(uri) is task and self.open_document(uri) is document \
-                        and document.source is text:
+                        and document.source is text and uri not in self.resaved:
                     self.compared[uri] = comparison
                     if comparison.same:
                         self.unsaved.discard(uri)
@@ -179,7 +183,8 @@ class EditorFiles:
     def saved(self, uri: str) -> None:
         """The client saved the document: compared with its file again, as when opened (a
         file the editor decoded otherwise, latin1 say, shows a text its disk does not hold)."""
-        self.forget(uri)  # a comparison under way may have read the disk before the save
+        if uri in self.comparing:  # it may have read the disk before the save
+            self.resaved.add(uri)
         self.synced(uri)
 
     def forget(self, uri: str) -> None:
@@ -189,6 +194,7 @@ class EditorFiles:
         self.saved_as.pop(uri, None)
         self.comparing.pop(uri, None)
         self.in_flight.pop(uri, None)
+        self.resaved.discard(uri)
         self.unsaved.discard(uri)
 
     def open_texts(self) -> dict[Path, str | None]:
