@@ -212,11 +212,14 @@ def test_chat_asks_before_running_a_tool(workspace: Path, fake: FakeAnthropic,
 def test_answering_an_approval_diff_goes_back_where_the_user_was(
         workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
     """:tabclose goes to the next tab: with two tabs, `a` or `r` in a write's diff left the user
-    in the other tab, not in the chat input they sent the prompt from."""
+    in the other tab, not in the chat input they sent the prompt from; with that window closed
+    meanwhile, still in the other tab, not in the input's."""
     fake.script(tool_reply([("w1", "write", {"path": "notes.txt", "content": "one\n"})]),
                 text_reply("wrote it"),
                 tool_reply([("w2", "write", {"path": "notes.txt", "content": "two\n"})]),
-                text_reply("not written"))
+                text_reply("not written"),
+                tool_reply([("w3", "write", {"path": "notes.txt", "content": "three\n"})]),
+                text_reply("left alone"))
     run_script("approval_return_spec.lua", workspace, fake, tmp_path, PI_LSP_APPROVAL="ask")
     assert (workspace / "notes.txt").read_text() == "one\n"
 

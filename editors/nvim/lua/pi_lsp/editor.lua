@@ -91,7 +91,7 @@ end
 function M.show_diff(params, message, answer)
   local name = vim.fs.basename(params.path or "file")
   local filetype = vim.filetype.match({ filename = name }) or ""
-  local from = vim.api.nvim_get_current_win()
+  local from, from_tab = vim.api.nvim_get_current_win(), vim.api.nvim_get_current_tabpage()
   vim.cmd("tabnew")
   local tab = vim.api.nvim_get_current_tabpage()
   local current = side(name, "current", params.oldText, filetype)
@@ -124,9 +124,12 @@ function M.show_diff(params, message, answer)
     if vim.api.nvim_tabpage_is_valid(tab) and #vim.api.nvim_list_tabpages() > 1 then
       local shown = vim.api.nvim_get_current_tabpage() == tab
       vim.cmd.tabclose(vim.api.nvim_tabpage_get_number(tab))
-      -- :tabclose goes to the next tab: back to the window the question took the user from.
+      -- :tabclose goes to the next tab: back to the window the question took the user from,
+      -- or, closed meanwhile (a float that closes when left, say), to its tab.
       if shown and vim.api.nvim_win_is_valid(from) then
         vim.api.nvim_set_current_win(from)
+      elseif shown and vim.api.nvim_tabpage_is_valid(from_tab) then
+        vim.api.nvim_set_current_tabpage(from_tab)
       end
     end
     for _, buf in ipairs({ current, proposed }) do
