@@ -802,7 +802,7 @@ async def test_saving_an_open_file_again_and_again_compares_it_one_time_at_once(
     path.write_text("new\n")  # :w, three times
     try:
         for _ in range(3):
-            did_save(cast(PiServer, SimpleNamespace(files=files)),
+            did_save(cast(PiServer, SimpleNamespace(files=files, started=True)),
                      types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(document.uri)))
             await asyncio.sleep(0)  # one loop turn: a comparison the didSave started begins
             assert files.in_flight.get(document.uri) is first, "a second comparison began"
