@@ -1,5 +1,6 @@
 // The chat transcript: the context's messages, then a running turn's pi/turn events folded in.
 // Pure (no vscode import) so it is tested in plain Node; the panel renders what changed.
+import { shorten } from "./plainText";
 import { AgentMessage, ContentBlock, EditMark, PreviewMessage, StreamDelta, TurnEvent } from "./protocol";
 
 export type Part =
@@ -21,7 +22,9 @@ export interface ToolRun {
 
 export type Block =
   | { id: string; kind: "user"; parts: Part[]; edited?: boolean }
-  | { id: string; kind: "assistant"; parts: Part[]; streaming: boolean; model?: string; error?: string; edited?: boolean }
+  | { id: string; kind: "assistant"; parts: Part[]; streaming: boolean; model?: string; error?: string; edited?: boolean;
+      /** A failed or aborted reply as left out of the context (`failurePreview`). */
+      failure?: string }
   /** A message a context edit left out: shown where it was, so it can be put back. A running
    *  turn's failed reply, left out to be asked for again, has no entry id or tokens yet. */
   | { id: string; kind: "removed"; entryId?: string; role: string; text: string; tokens?: number }
@@ -29,6 +32,11 @@ export type Block =
   | { id: string; kind: "retry"; attempt: number; maxAttempts: number; until: number; over: boolean }
   | { id: string; kind: "summary"; title: string; text: string }
   | { id: string; kind: "notice"; text: string; level: "info" | "error" };
+
+// Where the server cuts a failed reply's preview, and the target of each of its calls
+// (pi_lsp/context/edits.py FAILURE_CHARS, pi_lsp/session/outline.py _call_preview).
+const FAILURE_CHARS = 8000;
+const CALL_TARGET_CHARS = 32;
 
 /** The events between a failed reply's message_end and the auto_retry_start that asks for it
  *  again, if one does. */
@@ -218,7 +226,7 @@ export class Transcript {
       case "assistant":
         return [this.push({
           id: id ?? "", kind: "assistant", parts: parts(message.content), streaming: id === undefined,
-          model: message.model, error: errorOf(message), edited,
+          model: message.model, error: errorOf(message), failure: failurePreview(message), edited,
         })];
       case "toolResult":
         if (message.toolCallId) {
@@ -256,8 +264,8 @@ export class Transcript {
   private leftOut(): string[] {
     const at = this.blocks.length - 1;
     const last = this.blocks[at];
-    if (last?.kind !== "assistant" || last.error === undefined) return [];
-    this.blocks[at] = { id: last.id, kind: "removed", role: "assistant", text: attemptPreview(last) };
+    if (last?.kind !== "assistant" || last.failure === undefined) return [];
+    this.blocks[at] = { id: last.id, kind: "removed", role: "assistant", text: last.failure };
     return [last.id];
   }
 
@@ -288,6 +296,7 @@ export class Transcript {
     block.streaming = false;
     block.model = message.model;
     block.error = errorOf(message);
+    block.failure = failurePreview(message);
     return [block.id];
   }
 
@@ -392,13 +401,22 @@ export function contentText(content: AgentMessage["content"]): string {
   return content.map((b) => (b.type === "text" ? b.text ?? "" : `[${b.type}]`)).join("\n");
 }
 
-/** A failed reply in the words of the server's edit mark for it (pi_lsp/session/outline.py
- *  message_preview): `[error] <its error>`, then its calls. */
-function attemptPreview(block: Extract<Block, { kind: "assistant" }>): string {
-  const text = block.parts.flatMap((p) => (p.type === "text" ? [p.text] : [])).join(" ");
-  const calls = block.parts.flatMap((p) => (p.type === "toolCall" ? [`${p.name}(${p.brief ?? ""})`] : []));
-  const preview = `[error] ${block.error || text}`;
-  return calls.length ? `${preview} → ${calls.join(", ")}` : preview;
+/** A failed or aborted reply in the words of the server's edit mark for it (pi_lsp/context/edits.py
+ *  failure_preview): `[error] <its error>`, then its calls, on one line, cut at FAILURE_CHARS. */
+function failurePreview(message: AgentMessage): string | undefined {
+  if (message.stopReason !== "error" && message.stopReason !== "aborted") return undefined;
+  const blocks = Array.isArray(message.content) ? message.content : [];
+  const text = blocks.flatMap((b) => (b.type === "text" ? [b.text ?? ""] : [])).join(" ");
+  const calls = blocks.flatMap((b) => (b.type === "toolCall" ? [`${b.name ?? ""}(${shorten(callTarget(b.arguments), CALL_TARGET_CHARS)})`] : []));
+  const preview = `[${message.stopReason}] ${message.errorMessage || text}`;
+  return shorten(calls.length ? `${preview} → ${calls.join(", ")}` : preview, FAILURE_CHARS);
+}
+
+/** What a call's preview names, as the server's (pi_lsp/session/outline.py _call_preview). */
+function callTarget(args: unknown): string {
+  if (!args || typeof args !== "object" || Array.isArray(args)) return "";
+  const o = args as { command?: unknown; path?: unknown };
+  return String(o.path || o.command || "");
 }
 
 /** What tells one message of a session from another: its role and time (ms), and a tool

@@ -18,11 +18,17 @@ export function oneLine(text: string): string {
   return text.replace(PREVIEW_UNSAFE, " ").split(/\s+/).filter(Boolean).join(" ");
 }
 
-/** Session text on one line (`oneLine`), cut as the server's previews are. */
-export function shorten(text: string): string {
+/** Session text on one line (`oneLine`), cut at `limit` as the server's previews are. */
+export function shorten(text: string, limit = PREVIEW_CHARS): string {
   const flat = oneLine(text);
-  const chars = [...flat]; // code points, as Python counts them (a cut never splits a surrogate pair)
-  return chars.length <= PREVIEW_CHARS ? flat : chars.slice(0, PREVIEW_CHARS - 1).join("") + "…";
+  const head: string[] = [];
+  // Code points, as Python counts them (a cut never splits a surrogate pair); no more than the
+  // limit are spread: a hostile session's error may be 65 MB.
+  for (const char of flat) {
+    if (head.length === limit) return head.slice(0, limit - 1).join("") + "…";
+    head.push(char);
+  }
+  return flat;
 }
 
 // Control and format characters (bidi overrides, zero-width ones), line and paragraph separators:

@@ -240,6 +240,34 @@ test("Transcript: a reply that is retried shows as left out of the context under
   assert.deepEqual(shown(t), shown(after));
 });
 
+test("Transcript: a retried attempt reads as the server's edit mark for it, during the wait as after the turn", () => {
+  // During the wait the attempt was drawn from the turn's event whole, on several lines, a bidi
+  // control kept, its calls as the tool rows brief them (a command before a path, 60 characters);
+  // after the turn, from the server's mark (pi_lsp/context/edits.py failure_preview): one line,
+  // cut at 8,000 characters, each call's path or command at 32. The expected texts are the
+  // server's for these replies.
+  const lead = "Anthropic 529 overloaded_error: first line\nsecond \u202eline ";
+  const flat = "[error] Anthropic 529 overloaded_error: first line second line ";
+  const replies = [
+    [{ content: [], errorMessage: lead + "x".repeat(9000) }, flat + "x".repeat(8000 - 1 - flat.length) + "…"],
+    [{ content: [{ type: "text", text: "partial" },
+      { type: "toolCall", id: "c1", name: "read", arguments: { path: "/home/me/project/src/components/deep/file.tsx" } },
+      { type: "toolCall", id: "c2", name: "bash", arguments: { command: "ls -la", path: "" } }], errorMessage: "Anthropic 529 overloaded_error: Overloaded" },
+    "[error] Anthropic 529 overloaded_error: Overloaded → read(/home/me/project/src/components…), bash(ls -la)"],
+    [{ content: [{ type: "text", text: "partial" }], errorMessage: "" }, "[error] partial"],
+  ];
+  for (const [reply, server] of replies) {
+    const t = new ext.Transcript();
+    const [attempt] = t.apply({ type: "message_start", message: { role: "assistant", content: [] } });
+    t.apply({ type: "message_end", message: { role: "assistant", stopReason: "error", ...reply } });
+    t.apply({ type: "auto_retry_start", attempt: 1, maxAttempts: 3, delayMs: 20000, errorMessage: reply.errorMessage });
+    assert.equal(t.block(attempt).text, server, "the attempt during the wait");
+    const after = new ext.Transcript();
+    after.load([], [{ targetId: "a1", editId: "e1", kind: "omitted", role: "assistant", tokensBefore: 0, tokensAfter: 0, original: "", position: 0, failure: server }]);
+    assert.equal(after.blocks[0].text, server, "the attempt after the turn");
+  }
+});
+
 test("Transcript: a failed reply is drawn once it is known whether pi asks for it again", () => {
   // It was drawn as the turn's error at its message_end, then again as left out at
   // auto_retry_start (a flash); pi 1.6 draws a failed reply once.
