@@ -24,7 +24,15 @@ from pi_lsp.server.caps import NAME_CHARS
 from pi_lsp.session.catalog import cli_session_dir
 from pi_lsp.session.jsontext import js_string
 from tests.conftest import trust
-from tests.fake_anthropic import FakeAnthropic, Reply, error_reply, text_reply, tool_reply
+from tests.fake_anthropic import (
+    FakeAnthropic,
+    Reply,
+    error_reply,
+    message_start,
+    text_reply,
+    tool_block,
+    tool_reply,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "editors" / "nvim"
@@ -798,6 +806,20 @@ def test_chat_shows_a_retry_as_a_retry(workspace: Path, fake: FakeAnthropic, tmp
     fake.script(overloaded, held_reply(words(60), tmp_path, "retried", after=4))
     run_script("chat_retry_spec.lua", workspace, fake, tmp_path, PI_LSP_RETRY=mode)
     assert len(fake.message_requests()) == (1 if mode == "cancelled" else 2)
+
+
+def test_a_retried_attempt_reads_the_same_during_the_wait_as_after(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """A reply that failed mid-call, asked for again: while pi waited the chat named its call's
+    path cut at 40 characters, then at the server's 32 once the transcript was read again."""
+    trust(workspace, tmp_path / "agent")  # the folder's settings are loaded
+    (workspace / ".pi" / "settings.json").write_text(json.dumps({"retry": {"baseDelayMs": 1}}))
+    path = "/home/me/project/src/components/deep/file.tsx"
+    fake.script(Reply([message_start(), *tool_block(0, "c1", "read", {"path": path})],
+                      error_type="overloaded_error", error_message="Overloaded"),
+                text_reply("after the retry"))
+    run_script("chat_retry_call_spec.lua", workspace, fake, tmp_path)
+    assert len(fake.message_requests()) == 2
 
 
 def test_a_failed_reply_left_out_shows_its_error_whole(workspace: Path, fake: FakeAnthropic,

@@ -107,6 +107,14 @@ local function call_target(arguments)
   return one_line(tostring(arguments.path or arguments.command or ""), 40)
 end
 
+-- Where the server's previews cut a call's path or command (pi_lsp/session/outline.py).
+local CALL_TARGET_CHARS = 32
+
+--- Whether the server's previews read `value` as there: Python's truth, "" and 0 are not.
+local function given(value)
+  return value ~= nil and value ~= vim.NIL and value ~= false and value ~= "" and value ~= 0
+end
+
 local function encode(value)
   if type(value) == "string" then
     return value -- a partial argument string while streaming
@@ -274,10 +282,13 @@ function M.attempt_mark(message)
   local calls = {}
   for _, block in ipairs(message.content or {}) do
     if block.type == "toolCall" then
-      calls[#calls + 1] = ("%s(%s)"):format(block.name or "?", call_target(block.arguments))
+      local arguments = type(block.arguments) == "table" and block.arguments or {}
+      local target = given(arguments.path) and arguments.path or given(arguments.command) and arguments.command or ""
+      calls[#calls + 1] = ("%s(%s)"):format(block.name or "?", one_line(tostring(target), CALL_TARGET_CHARS))
     end
   end
-  local original = ("[%s] %s"):format(message.stopReason, message.errorMessage or table.concat(text, " "))
+  local reason = given(message.errorMessage) and message.errorMessage or table.concat(text, " ")
+  local original = ("[%s] %s"):format(message.stopReason, reason)
   if #calls > 0 then
     original = original .. " → " .. table.concat(calls, ", ")
   end
