@@ -210,3 +210,16 @@ def test_a_failed_reply_left_out_shows_its_error_whole(tmp_path: Path) -> None:
             assert [row.entry_id for row in pages.pages[0].messages] == ["aaaaaaaa"]
     sent = whole(outline_of(tree, "cccccccc", "request", AGENT)).request
     assert "x" * 100 not in json.dumps(sent)  # pi 1.6 sends no left-out reply
+
+
+def test_a_failed_reply_replaced_sends_no_failure(tmp_path: Path) -> None:
+    """A replaced reply is shown as its replacement: its error, up to FAILURE_CHARS a mark, is
+    sent to nobody who shows it."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None, "p400"),
+        {"type": "message", "id": "bbbbbbbb", "parentId": "aaaaaaaa", "timestamp": STAMP,
+         "message": failed_reply("x" * 100_000)},
+        {"type": "context_edit", "id": "cccccccc", "parentId": "bbbbbbbb",
+         "timestamp": STAMP, "targetId": "bbbbbbbb", "replacement": {"content": "fine"}}])
+    (mark,) = paged(outline_of(tree, "cccccccc", "agent", AGENT), 50, None).edits
+    assert (mark.kind, mark.failure) == ("replaced", None)

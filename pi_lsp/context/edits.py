@@ -167,6 +167,6 @@ def edit_marks(entries: list[ProjectedEntry]) -> list[EditMark]:
             entry.record.env.type,
             tokens_before=_tokens(unedited), tokens_after=_tokens(entry.messages),
             original=message_preview(first) if first is not None else "",
-            failure=failure_preview(first),
+            failure=None if entry.messages else failure_preview(first),
         ))
     return marks
