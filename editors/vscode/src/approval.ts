@@ -95,8 +95,10 @@ export class Approvals {
 
   constructor(private readonly pi: PiClient, private readonly sessions: Sessions, private readonly chats: ChatPanels) {
     // A restarted server asks again if it needs to: the old one's questions (no turn end will
-    // come for them) go, card and notification.
-    pi.onStarted(() => [...this.open.values()].forEach((settle) => settle(undefined)));
+    // come for them) go, card and notification; so do those of a server stopped for good.
+    const settleAll = () => [...this.open.values()].forEach((settle) => settle(undefined));
+    pi.onStarted(settleAll);
+    pi.onStopped(settleAll);
   }
 
   /** An answer from the notification or the chat card; only the first one counts. */

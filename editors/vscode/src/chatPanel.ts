@@ -58,11 +58,15 @@ export class ChatPanels implements vscode.Disposable {
       pi.onTurn((n) => this.turnArrived(n)),
       pi.onSessionChanged((e) => this.panels.get(sessionKey(e.uri))?.scheduleReload()),
       sessions.onDidMove((move) => this.follow(move)),
-      pi.onStarted(() => {
-        this.runs.clear(); // their turns ended with the old server, and no agent_end will say so
-        this.panels.forEach((p) => p.serverStarted());
-      }),
+      pi.onStarted(() => this.serverEnded()),
+      pi.onStopped(() => this.serverEnded()),
     );
+  }
+
+  /** The server the turns ran on is gone (restarted, or stopped for good). */
+  private serverEnded(): void {
+    this.runs.clear(); // their turns ended with the old server, and no agent_end will say so
+    this.panels.forEach((p) => p.serverEnded());
   }
 
   async open(uri: string, opts: { reveal?: boolean } = {}): Promise<ChatPanel> {
@@ -329,9 +333,9 @@ export class ChatPanel {
     this.reloadTimer = setTimeout(() => void this.reload(), delay);
   }
 
-  /** A new server runs no turn: one this chat was showing ended with the old server (a crash,
-   *  a restart), and no agent_end will come for it. */
-  serverStarted(): void {
+  /** The server is gone (a crash, a restart, or stopped for good): a turn this chat was showing
+   *  ended with it, and no agent_end will come for it. */
+  serverEnded(): void {
     this.turnsEnded++;
     if (this.transcript.busy) {
       this.transcript.apply({ type: "agent_end" });

@@ -58,6 +58,9 @@ export const piCapabilities: StaticFeature = {
 class PiLanguageClient extends LanguageClient {
   /** Set when the server's connection closed before it was ready. */
   closedEarly = false;
+  /** Set when the library will not start this server again (it crashed too often, or its own
+   *  restart stopped before it was ready): only Restart Server starts one. */
+  givenUp = false;
   /** How the last server process ended ("exited with code 1"), once it and its pipes closed. */
   exited: Promise<string> = Promise.resolve("stopped");
 
@@ -119,6 +122,7 @@ export class PiClient implements vscode.Disposable {
   private readonly turnEmitter = new vscode.EventEmitter<TurnNotification>();
   private readonly jobDoneEmitter = new vscode.EventEmitter<JobDone>();
   private readonly startedEmitter = new vscode.EventEmitter<void>();
+  private readonly stoppedEmitter = new vscode.EventEmitter<void>();
   readonly onSessionsChanged = this.sessionsChangedEmitter.event;
   readonly onSessionChanged = this.sessionChangedEmitter.event;
   readonly onTurn = this.turnEmitter.event;
@@ -126,6 +130,9 @@ export class PiClient implements vscode.Disposable {
   /** Fired after every (re)start, ours or the client's own after a crash, so views can reload:
    *  the new server knows no turn, question or job of the old one. */
   readonly onStarted = this.startedEmitter.event;
+  /** Fired when the client gives up on a server that stopped: as at a restart, what it had under
+   *  way is over, and views show that nothing answers until Restart Server. */
+  readonly onStopped = this.stoppedEmitter.event;
 
   /** Answers `pi/approveTool` (no handler: every call is denied); `token` is cancelled when the
    *  server withdraws the question. */
@@ -133,7 +140,7 @@ export class PiClient implements vscode.Disposable {
   /** Answers `pi/diagnostics`. */
   diagnosticsHandler: ((params: DiagnosticsParams) => Promise<DiagnosticsResult>) | undefined;
 
-  private client: LanguageClient | undefined;
+  private client: PiLanguageClient | undefined;
   private starting: Promise<void> | undefined;
   private closed = false;
   private readonly disposables: vscode.Disposable[] = [];
@@ -144,7 +151,7 @@ export class PiClient implements vscode.Disposable {
     this.disposables.push(
       vscode.workspace.onDidChangeConfiguration((e) => this.configurationChanged(e)),
       this.sessionsChangedEmitter, this.sessionChangedEmitter, this.turnEmitter, this.jobDoneEmitter,
-      this.startedEmitter,
+      this.startedEmitter, this.stoppedEmitter,
     );
   }
 
@@ -190,6 +197,8 @@ export class PiClient implements vscode.Disposable {
     await this.start();
     const client = this.client;
     if (!client) throw new Error("the pi-lsp server is not running");
+    // The library's own words would be "Client is not running", naming neither what nor what to do.
+    if (client.givenUp) throw new Error("the pi-lsp server stopped and was not started again (see its output); run pi: Restart Server");
     return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [args] })) as ResultOf<K>;
   }
 
@@ -229,8 +238,13 @@ export class PiClient implements vscode.Disposable {
     const errorHandler: ErrorHandler = {
       error: (error, message, count) => defaults.error(error, message, count),
       closed: async () => {
-        if (ready) return defaults.closed();
+        if (ready) {
+          const result = await defaults.closed(); // restarted unless it crashed too often
+          client.givenUp = result.action === CloseAction.DoNotRestart;
+          return result;
+        }
         client.closedEarly = true;
+        client.givenUp = started;
         // The library's own restart after a crash: no caller of ours waits to say it.
         if (started) {
           void stoppedEarly().then((why) =>
@@ -290,6 +304,7 @@ export class PiClient implements vscode.Disposable {
       if (e.newState === State.Starting) stderr.forget();
       ready = e.newState === State.Running || (ready && e.newState !== State.Starting);
       if (started && e.newState === State.Running && this.client === client) this.startedEmitter.fire();
+      if (client.givenUp && e.newState === State.Stopped && this.client === client) this.stoppedEmitter.fire();
     });
     try {
       await client.start();

@@ -75,6 +75,7 @@ export class Sessions implements vscode.Disposable {
       pi.onSessionChanged((e) => e.relocatedFrom && this.moved({ from: e.relocatedFrom, to: e.uri })),
       pi.onTurn((n) => n.event.type === "session_moved" && this.moved({ from: n.uri, to: vscode.Uri.file(n.event.path).toString() })),
       pi.onStarted(() => (this.cache = undefined)),
+      pi.onStopped(() => (this.cache = undefined)),
       vscode.window.onDidChangeActiveTextEditor(() => this.refreshCurrent()),
     );
   }

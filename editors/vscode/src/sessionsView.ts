@@ -137,6 +137,7 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
       pi.onSessionsChanged(() => this.refresh(undefined, false)),
       pi.onSessionChanged((e) => this.sessionChanged(e)),
       pi.onStarted(() => this.refresh()),
+      pi.onStopped(() => this.refresh()), // nothing answers: the welcome text offers a restart
       sessions.onDidChangeCurrent(() => this.refresh(undefined, false)),
       vscode.commands.registerCommand(MORE_ROWS, (arg: { uri: string } & MoreOf) => this.more(arg.uri, arg)),
     );

@@ -269,7 +269,7 @@ test("the session list keeps the server's order, pi's", async () => {
     { uri: "file:///w/b.jsonl", modified: "2024-12-31T21:00:00.000Z" },
     { uri: "file:///w/c.jsonl", modified: "2025-01-01T05:00:00+09:00" }];
   const none = () => ({ dispose() {} });
-  const pi = { call: async () => ({ sessions: listed }), onSessionsChanged: none, onSessionChanged: none, onTurn: none, onStarted: none };
+  const pi = { call: async () => ({ sessions: listed }), onSessionsChanged: none, onSessionChanged: none, onTurn: none, onStarted: none, onStopped: none };
   const sessions = new api.sessions.constructor(pi, makeContext().workspaceState);
   assert.deepEqual((await sessions.list()).map((s) => s.uri), listed.map((s) => s.uri));
   sessions.dispose();
