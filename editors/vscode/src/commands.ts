@@ -43,12 +43,18 @@ export class Jobs implements vscode.Disposable {
       this.done.set(j.jobId, j);
       if (this.done.size > 50) this.done.delete(this.done.keys().next().value as string);
     });
-    // A restarted server never finishes the old one's jobs: their notifications go.
-    this.restarted = pi.onStarted(() => {
-      const waiting = [...this.waiting];
-      this.waiting.clear();
-      for (const [jobId, waiter] of waiting) waiter({ jobId, uri: "", ok: false, error: "the pi-lsp server restarted" });
-    });
+    // A restarted server never finishes the old one's jobs, nor does one stopped for good: their
+    // notifications go.
+    this.restarted = vscode.Disposable.from(
+      pi.onStarted(() => this.fail("the pi-lsp server restarted")),
+      pi.onStopped(() => this.fail("the pi-lsp server stopped; run pi: Restart Server")),
+    );
+  }
+
+  private fail(error: string): void {
+    const waiting = [...this.waiting];
+    this.waiting.clear();
+    for (const [jobId, waiter] of waiting) waiter({ jobId, uri: "", ok: false, error });
   }
 
   wait(jobId: string): Promise<JobDone> {

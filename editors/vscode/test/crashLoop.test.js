@@ -76,3 +76,22 @@ test("a server the client gave up on: the view offers a restart, a prompt says h
   await eventually(() => !panel.transcript.busy && /back again/.test(panel.posted.filter((m) => m.type === "reset").at(-1).blocks.map((b) => b.html).join("\n")),
     "the turn to run and the chat to reload");
 });
+
+test("a server the client gave up on under a job: its notification goes and the command says why", async () => {
+  // A job the old server never finishes (the example's summaries are made at once, without a
+  // model): the command's pi.branchWithSummary answers with it.
+  const call = api.pi.call;
+  api.pi.call = (command, args) => command === "pi.branchWithSummary" ? Promise.resolve({ jobId: "lost-job" }) : call.call(api.pi, command, args);
+  try {
+    let job, note;
+    await crashUntilGivenUp(async () => {
+      job = vscode.commands.executeCommand("piLsp.branchWithSummary", { uri, entryId: "24652ae8", instructions: "" });
+      note = await eventually(() => rec.progress.find((p) => !p.done && /summarizing the branch/.test(p.options.title)), "the job's notification");
+    });
+    await job;
+    assert.ok(note.done);
+    assert.ok(rec.messages.some((m) => m.kind === "error" && /branch summary failed: the pi-lsp server stopped/.test(m.message)), "the command says why");
+  } finally {
+    api.pi.call = call;
+  }
+});
