@@ -652,6 +652,24 @@ async def test_session_changed_carries_the_tree_change(pi: Pi) -> None:
     assert any(node["type"] == "label" for node in labelled["rows"])
 
 
+async def test_a_new_session_written_first_by_the_pi_cli_is_followed(pi: Pi) -> None:
+    """A new session not written yet ignored the file `pi --session <its path>` wrote there:
+    pi.getTree and pi.previewContext kept answering the empty session held in memory (titled
+    with the file name) while pi.listSessions listed the CLI's, no pi/sessionChanged came, and
+    a prompt from the editor failed with "another process created this file first"."""
+    uri = await new_session(pi)
+    path = path_of(uri)
+    since = pi.mark()
+    cli = SessionTree.create(str(path), str(pi.main))  # written at its first entry, as pi's
+    cli.append_message(UserMessage(content="begun in the pi CLI", timestamp=1))
+    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path, since)
+    assert note["title"] == "begun in the pi CLI"
+    tree = await call(pi.client, "pi.getTree", {"uri": uri})
+    assert [row["preview"] for row in tree["nodes"]] == ["begun in the pi CLI"]
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri})
+    assert [m["role"] for m in preview["messages"]] == ["user"]
+
+
 async def test_an_idless_line_appended_elsewhere_moves_the_path_in_the_view(pi: Pi) -> None:
     """An id-less line (pi's leaf, in no index) added no entry, so no pi/sessionChanged was
     sent: pi.getTree showed the path moved, editors kept the old one."""

@@ -304,8 +304,8 @@ class SessionHub(Workspace):
         """The watcher saw `path` change: take in what another writer appended."""
         key = real_path(path)
         session = self.open.get(key)
-        if session is not None and session.tree.deferred:  # no file yet: held here only
-            return
+        if session is not None and session.tree.deferred and not path.is_file():
+            return  # no file yet: held here only
         if not path.is_file():
             self.forget(path)
             return

@@ -78,6 +78,8 @@ from pi_lsp.session.tail import Tail, TailResult
 IDS_IN_MEMORY = ("its entries have no ids in the file (a version 1 session), so nothing written "
                  "could name them; open it once with pi (1.6 upgrades the file) or fork it into "
                  "a new session")
+# What a new session holds before its first prompt that a file begun elsewhere may stand for.
+SETUP_TYPES = frozenset({"model_change", "thinking_level_change"})
 CREATED_MEANWHILE = ("another process created this file first; nothing was written to it, and "
                      "this session is still only in memory: start a new session")
 NOT_READ_BACK = ("another writer's line was being written at the same moment and the two ran "
@@ -420,8 +422,11 @@ class SessionTree(EntryAppends):
         alone while this session moves to a new file (see `_relocate`)."""
         self._reads += 1
         if self._tail is None:
-            if self.deferred or not os.path.exists(self.path):
+            if not os.path.exists(self.path) or (self.deferred and not self._holds_only_setup()):
                 return Refresh(0, False)
+            # Another program (`pi --session` given this path) began the session here first:
+            # the file is the session now, its model and level standing for the ones held.
+            self._unwritten, self.deferred = [], False
             self._load(read_file(self.path))
             return Refresh(len(self.records), True)
         result = self._tail.poll()
@@ -433,6 +438,11 @@ class SessionTree(EntryAppends):
             self._load(read_file(self.path))
             return Refresh(len(self.records), True)
         return self._take_appended(_parsed(result, self.header, self.header_raw))
+
+    def _holds_only_setup(self) -> bool:
+        """Whether a new session not written yet holds nothing but model and thinking level
+        choices: a name or a fork's lines would be lost if its file were read instead."""
+        return all(record.env.type in SETUP_TYPES for record in self.records)
 
     def _take_appended(self, batch: LineBatch | None) -> Refresh:
         """Take in the lines appended since the last read, parsed (None: nothing new)."""
