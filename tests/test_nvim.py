@@ -834,6 +834,21 @@ def test_a_failed_reply_left_out_shows_its_error_whole(workspace: Path, fake: Fa
     assert len(fake.message_requests()) == 1  # not asked again
 
 
+def test_an_error_reads_as_written_not_as_markdown(workspace: Path, fake: FakeAnthropic,
+                                                   tmp_path: Path) -> None:
+    """The chat conceals Markdown's markup: an error's backticks, `*`, `_`, brackets and links
+    vanished from the attempt left out, the retry's notice and the failed reply kept."""
+    trust(workspace, tmp_path / "agent")  # the folder's settings are loaded
+    (workspace / ".pi" / "settings.json").write_text(json.dumps(
+        {"retry": {"baseDelayMs": 1, "maxRetries": 1}}))
+    error = ("`model` must be one of *gpt-5* or _mini_ [docs](https://x.y/a_b) \\_raw\\_ "
+             "<https://x.y> (``a``) [error] &amp; `")
+    fake.script(error_reply(529, "overloaded_error", error),
+                error_reply(529, "overloaded_error", error))
+    run_script("chat_error_literal_spec.lua", workspace, fake, tmp_path, PI_LSP_ERROR=error)
+    assert len(fake.message_requests()) == 2
+
+
 def test_a_chat_opened_during_a_retrys_wait_shows_it(workspace: Path, fake: FakeAnthropic,
                                                      tmp_path: Path) -> None:
     """A chat opened while a failed reply waited to be asked again said "pi is working"."""

@@ -7,7 +7,7 @@ H.setup()
 local chat = require("pi_lsp.chat")
 
 local REMOVED = "## ~~assistant~~ removed from the context"
-local ERROR = "_[error] Anthropic 400 invalid_request_error: prompt is too long: 250000 tokens > 200000 maximum_"
+local ERROR = "_`[error] Anthropic 400 invalid_request_error: prompt is too long: 250000 tokens > 200000 maximum`_"
 
 local chat_buf, _, uri = H.chat_send("p400")
 H.wait(function()

@@ -15,7 +15,7 @@ util.set_lines = function(buf, ...)
   set_lines(buf, ...)
   if vim.api.nvim_buf_get_name(buf):find("^pi://chat/") then
     for _, line in ipairs(vim.api.nvim_buf_get_lines(buf, 0, -1, false)) do
-      if line:find("^_%[error%]") then
+      if line:find("^_`%[error%]") then
         drawn[line] = true
       end
     end
@@ -29,5 +29,5 @@ H.wait(function()
 end, "the retried turn did not end with its attempt read again", chat_buf)
 local lines = vim.tbl_keys(drawn)
 H.check(#lines == 1, "the attempt read one way, during the wait as after the turn: " .. table.concat(lines, " | "), chat_buf)
-H.check(vim.endswith(lines[1] or "", " → read(/home/me/project/src/components…)_"), "its call as the server names it", chat_buf)
+H.check(vim.endswith(lines[1] or "", " → read(/home/me/project/src/components…)`_"), "its call as the server names it", chat_buf)
 H.finish()

@@ -11,7 +11,7 @@ local chat = require("pi_lsp.chat")
 
 local REMOVED = "## ~~assistant~~ removed from the context"
 -- Whole, during the wait as after the turn (it was cut at 60 characters).
-local FAILED = "_[error] Anthropic 529 overloaded_error: Overloaded: every server is busy, try again in a minute or pick a model with more room_"
+local FAILED = "_`[error] Anthropic 529 overloaded_error: Overloaded: every server is busy, try again in a minute or pick a model with more room`_"
 local mode = os.getenv("PI_LSP_RETRY")
 
 -- Every drawing of the chat, not only the one a wait finds: the failed reply was drawn as the
@@ -20,7 +20,7 @@ local util = require("pi_lsp.util")
 local set_lines, drawn_as_error = util.set_lines, false
 util.set_lines = function(buf, ...)
   set_lines(buf, ...)
-  if vim.api.nvim_buf_get_name(buf):find("^pi://chat/") and H.contains(buf, "_(error:") then
+  if vim.api.nvim_buf_get_name(buf):find("^pi://chat/") and H.contains(buf, "_`(error:") then
     drawn_as_error = true
   end
 end
@@ -33,7 +33,7 @@ local function shows_the_attempt_removed()
   local text = H.text(chat_buf)
   H.check(select(2, text:gsub(vim.pesc(REMOVED), "")) == 1, "the failed attempt, once, as removed", chat_buf)
   H.check(H.contains(chat_buf, FAILED), "with its error", chat_buf)
-  H.check(not H.contains(chat_buf, "_(error:"), "no line says the turn failed", chat_buf)
+  H.check(not H.contains(chat_buf, "_`(error:"), "no line says the turn failed", chat_buf)
   H.check(not drawn_as_error, "the failed reply was drawn as the turn's error before the retry's wait", chat_buf)
 end
 
@@ -53,7 +53,7 @@ if mode == "cancelled" then
   H.keys("<C-c>")
   H.wait(reread, "the cancelled turn did not end", chat_buf)
   H.check(not H.contains(chat_buf, "↻ retrying"), "the wait's line went with it", chat_buf)
-  H.check(H.contains(chat_buf, "**⚠ Retry failed after 1 attempt: Retry cancelled**"), "the end says why, as pi 1.6", chat_buf)
+  H.check(H.contains(chat_buf, "**`⚠ Retry failed after 1 attempt: Retry cancelled`**"), "the end says why, as pi 1.6", chat_buf)
   shows_the_attempt_removed()
 else
   H.wait(function()

@@ -90,7 +90,7 @@ end, "the steering message was not queued", chat_buf)
 H.dump(":PiChat (streaming)", chat_buf)
 H.keys("<C-c>")
 H.wait(function()
-  return H.contains(chat_buf, "_(aborted") and not H.contains(chat_buf, "pi is working")
+  return H.contains(chat_buf, "_`(aborted") and not H.contains(chat_buf, "pi is working")
 end, "the aborted turn did not end", chat_buf)
 -- The reply is held after piece1 until now: cut before its end, not run out.
 H.check(not H.contains(chat_buf, "piece30"), "the reply stopped streaming", chat_buf)
@@ -134,7 +134,7 @@ H.wait(function()
   return vim.tbl_contains(H.messages, "pi-lsp: your prompt did not reach pi; it is back in the input")
 end, "the failed prompt was not given back: " .. table.concat(H.messages, " | "))
 H.check(H.text(input_buf) == "a prompt pi never got", "the failed prompt is back in the input", input_buf)
-H.check(H.contains(chat_buf, "**⚠ "), "the error is shown", chat_buf)
+H.check(H.contains(chat_buf, "**`⚠ "), "the error is shown", chat_buf)
 H.check(not require("pi_lsp.chat").get(uri).busy, "the chat is not busy")
 H.exec("pi.setModel", { uri = uri, provider = "anthropic", modelId = "claude-sonnet-4-5" })
 
@@ -237,7 +237,7 @@ end, "the last turn did not end", chat_buf)
 -- (it read "compaction failed: Auto-compaction failed: …").
 require("pi_lsp.util").emit("turn", { uri = uri, event = {
   type = "compaction_end", error = "Auto-compaction failed: the summary model is down" } })
-H.check(H.contains(chat_buf, "_✗ Auto-compaction failed: the summary model is down_"),
+H.check(H.contains(chat_buf, "_`✗ Auto-compaction failed: the summary model is down`_"),
   "the server's words are shown as they are", chat_buf)
 
 -- One the user stopped is a status, as pi 1.6 shows it (the server sent it as an error).

@@ -346,6 +346,35 @@ function H.visible(buf)
   end)
 end
 
+--- Line `lnum` of `buf` as a window with conceallevel=2 shows it, off the cursor: each
+--- capture of the treesitter highlights that sets `conceal` hides its range or shows its text
+--- instead, as vim.treesitter.highlighter does (the screen wraps rows by the raw line).
+function H.shown(buf, lnum)
+  local row, line = lnum - 1, vim.api.nvim_buf_get_lines(buf, lnum - 1, lnum, false)[1]
+  local parser = vim.treesitter.get_parser(buf)
+  parser:parse(true)
+  local instead = {} -- byte (1-based) -> what shows in its place
+  parser:for_each_tree(function(tree, language)
+    local query = vim.treesitter.query.get(language:lang(), "highlights")
+    for id, node, metadata in (query and query:iter_captures(tree:root(), buf, row, row + 1) or function() end) do
+      local conceal = metadata.conceal or metadata[id] and metadata[id].conceal
+      local range = vim.treesitter.get_range(node, buf, metadata[id]) -- rows, columns and bytes
+      local from_row, from, to_row, to = range[1], range[2], range[4], range[5]
+      if conceal and from_row == row then
+        to = to_row == row and to or #line
+        for byte = from + 1, to do
+          instead[byte] = byte == from + 1 and conceal or ""
+        end
+      end
+    end
+  end)
+  local shown = {}
+  for byte = 1, #line do
+    shown[#shown + 1] = instead[byte] or line:sub(byte, byte)
+  end
+  return table.concat(shown)
+end
+
 --- `last`: only the last N lines (with a marker for what was left out).
 function H.dump(title, buf, last)
   local path = os.getenv("PI_LSP_DUMP")

@@ -26,7 +26,7 @@ H.check(H.text(chat.buf):find("_↻ retrying %(1/3%) in %d+ s… %(<C%-c> abort%
 H.check(not H.contains(chat.buf, "pi is working"), "in place of the busy line", chat.buf)
 H.keys("<C-c>")
 H.wait(function()
-  return not chat.busy and H.contains(chat.buf, "**⚠ Retry failed after 1 attempt: Retry cancelled**")
+  return not chat.busy and H.contains(chat.buf, "**`⚠ Retry failed after 1 attempt: Retry cancelled`**")
 end, "the cancelled wait did not end the turn", chat.buf)
 H.check(not H.contains(chat.buf, "↻ retrying"), "the wait's line went with it", chat.buf)
 H.finish()

@@ -400,7 +400,8 @@ function on_event.auto_retry_end(chat, event)
   stop_retry(chat)
   if not event.success then
     local attempts = ("%d attempt%s"):format(event.attempt or 0, event.attempt == 1 and "" or "s")
-    note(chat, ("**⚠ Retry failed after %s: %s**"):format(attempts, util.one_line(event.finalError or "Unknown error")), true)
+    local why = ("⚠ Retry failed after %s: %s"):format(attempts, util.one_line(event.finalError or "Unknown error"))
+    note(chat, render.literal(why, "**"), true)
   end
 end
 
@@ -422,7 +423,7 @@ local function compaction_end_note(event)
   if event.aborted then
     return "_Auto-compaction cancelled_"
   end
-  return event.error and ("_✗ " .. event.error .. "_") or "_✓ context compacted_"
+  return event.error and render.literal("✗ " .. event.error, "_") or "_✓ context compacted_"
 end
 
 function on_event.compaction_end(chat, event)
@@ -530,7 +531,7 @@ end
 
 function on_event.error(chat, event)
   end_turn(chat)
-  note(chat, "**⚠ " .. (event.message or "error") .. "**", true)
+  note(chat, render.literal("⚠ " .. (event.message or "error"), "**"), true)
   resync(chat)
 end
 

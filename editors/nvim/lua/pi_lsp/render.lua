@@ -95,6 +95,23 @@ local function one_line(text, limit)
   return flat
 end
 
+--- Markdown that shows `text` on one line as written, between `mark`s ("_", "**"): a code span,
+--- whose backticks (more than any run inside) markdown_inline conceals and inside which nothing is
+--- markup. An error is copied into bug reports: its `*`, `_`, `[…]` and links must not vanish.
+--- Not at a line's start: three backticks there open a fenced block.
+function M.literal(text, mark)
+  local flat = util.one_line(text)
+  local longest = 0
+  for run in flat:gmatch("`+") do
+    longest = math.max(longest, #run)
+  end
+  local ticks = ("`"):rep(longest + 1)
+  -- A backtick at an end would lengthen the delimiter: a space keeps them apart (and shows).
+  local before = flat:find("^`") and " " or ""
+  local after = flat:find("`$") and " " or ""
+  return mark .. ticks .. before .. flat .. after .. ticks .. mark
+end
+
 --- The suffix of a message's heading: its entry id (one line, as every name a session wrote).
 local function where(entry_id, edited)
   return (edited and " · ✎ edited in context" or "") .. (entry_id and ("  `" .. util.one_line(entry_id) .. "`") or "")
@@ -224,7 +241,7 @@ function Builder:message(message, entry_id, edited)
     if message.stopReason == "error" or message.stopReason == "aborted" then
       self:blank()
       local reason = message.errorMessage and (": " .. util.one_line(message.errorMessage)) or ""
-      self:add(("_(%s%s)_"):format(message.stopReason, reason))
+      self:add(M.literal(("(%s%s)"):format(message.stopReason, reason), "_"))
     end
   elseif role == "toolResult" then
     self:tool_result(message, entry_id, edited)
@@ -266,8 +283,11 @@ function Builder:removed(mark)
   self:add(("## ~~%s~~ removed from the context%s%s"):format(role, tokens, where(mark.targetId)))
   self:add("")
   -- A failed reply's error is why it failed: shown whole, not as a line's preview.
-  local text = mark.failure and one_line(mark.failure, FAILURE_CHARS) or one_line(mark.original or "")
-  self:add("_" .. text .. "_")
+  if mark.failure then
+    self:add(M.literal(one_line(mark.failure, FAILURE_CHARS), "_"))
+  else
+    self:add("_" .. one_line(mark.original or "") .. "_")
+  end
 end
 
 --- A failed reply the turn left out of the context to ask again, as the server's edit marks
