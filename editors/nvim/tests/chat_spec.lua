@@ -277,7 +277,7 @@ for _, case in ipairs({ { true, "✗" }, { {}, "✗" }, { "no", "✗" }, { 1, "�
   result:message({ role = "toolResult", toolCallId = "t1", toolName = "read", isError = case[1],
     content = { { type = "text", text = "o" } }, timestamp = 3 })
   local text = table.concat(result.lines, "\n")
-  H.check(text:find("▸ " .. case[2] .. " read: o", 1, true), "isError " .. vim.inspect(case[1])
+  H.check(text:find("▸ `" .. case[2] .. " read: o`", 1, true), "isError " .. vim.inspect(case[1])
     .. " is shown as " .. case[2] .. ":\n" .. text)
 end
 

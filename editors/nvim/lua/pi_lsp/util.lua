@@ -411,11 +411,43 @@ function M.foldtext()
   return vim.fn.getline(vim.v.foldstart) .. M.fold_marker(vim.v.foldend - vim.v.foldstart)
 end
 
---- A line of Markdown without its markup, as a window that conceals it shows it.
+--- The code spans of a line of Markdown, each { text, first, last } (its bytes, backticks
+--- included): a run of backticks opens one, the next run as long closes it.
+local function code_spans(line)
+  local spans, at = {}, 1
+  while true do
+    local from, to = line:find("`+", at)
+    if not from then
+      return spans
+    end
+    local close, close_end = line:find("`+", to + 1)
+    while close and close_end - close ~= to - from do
+      close, close_end = line:find("`+", close_end + 1)
+    end
+    if close then
+      spans[#spans + 1] = { text = line:sub(to + 1, close - 1), first = from, last = close_end }
+    end
+    at = (close_end or to) + 1
+  end
+end
+
+--- A line of Markdown without its markup, as a window that conceals it shows it: a code span's
+--- text as written (a tool's error).
 function M.plain_markdown(line)
-  line = line:gsub("^#+%s+", ""):gsub("^>%s?", ""):gsub("%*%*(.-)%*%*", "%1"):gsub("`([^`]*)`", "%1")
+  -- Each code span stands aside as \1<n>\2 while the markup goes: fold lines hold no control
+  -- characters (one_line).
+  local spans, at, marked = code_spans(line), 1, {}
+  for i, span in ipairs(spans) do
+    marked[#marked + 1] = line:sub(at, span.first - 1) .. "\1" .. i .. "\2"
+    at = span.last + 1
+  end
+  line = table.concat(marked) .. line:sub(at)
+  line = line:gsub("^#+%s+", ""):gsub("^>%s?", ""):gsub("%*%*(.-)%*%*", "%1")
   -- _emphasis_, not the underscores inside a word (read_file)
-  return (((" " .. line .. " "):gsub("([%s%(])_([^_]+)_([%s%).,:;])", "%1%2%3")):sub(2, -2))
+  line = (" " .. line .. " "):gsub("([%s%(])_([^_]+)_([%s%).,:;])", "%1%2%3"):sub(2, -2)
+  return (line:gsub("\1(%d+)\2", function(i)
+    return spans[tonumber(i)].text
+  end))
 end
 
 --- The fold text of a Markdown window: a fold's line shows no markup either.
