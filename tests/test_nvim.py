@@ -206,10 +206,12 @@ def test_code_attached_while_a_prompt_is_answered_waits_for_the_next(
 
 def test_chat_asks_before_running_a_tool(workspace: Path, fake: FakeAnthropic,
                                          tmp_path: Path) -> None:
-    call: Reply = tool_reply([("call_1", "bash", {"command": "echo approved-run"})],
-                             text="Running it.")
+    # Markdown's punctuation, which the chat's note of the question concealed ("*x*" read "x").
+    command = "echo 'approved-run *x* _y_ [d](https://x.y) `b`'"
+    call: Reply = tool_reply([("call_1", "bash", {"command": command})], text="Running it.")
     fake.script(call, text_reply("It printed approved-run."))
-    run_script("approval_spec.lua", workspace, fake, tmp_path, PI_LSP_APPROVAL="ask")
+    run_script("approval_spec.lua", workspace, fake, tmp_path, PI_LSP_APPROVAL="ask",
+               PI_LSP_COMMAND=command)
     second = fake.message_requests()[1]["messages"]
     results = [block for message in second if message["role"] == "user"
                for block in message["content"]

@@ -1,6 +1,7 @@
 -- With toolApproval = "ask": the server's window/showMessageRequest shows up
 -- in the chat, the user allows the call, the tool runs, the turn finishes.
--- Fake server: a bash call `echo approved-run`, then a text reply.
+-- Fake server: a bash call of PI_LSP_COMMAND (echo 'approved-run …' of Markdown's punctuation),
+-- then a text reply.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 
@@ -22,10 +23,14 @@ H.check(call and vim.api.nvim_win_call(chat_win, function()
   return vim.fn.foldclosed(call)
 end) == call, "tool calls are folded", chat_buf)
 
-local asked, noted
+local command = os.getenv("PI_LSP_COMMAND")
+local asked, noted, shown
 table.insert(H.selects, function(items, opts)
   asked = opts.prompt
-  noted = H.contains(chat_buf, "wants to run bash: echo approved-run (session: ")
+  noted = H.contains(chat_buf, "wants to run bash: " .. command .. " (session: ")
+  -- The command reads as written: its `*`, `_`, backticks and link are no markup.
+  local line = H.line_of(chat_buf, "wants to run bash: ")
+  shown = line and H.shown(chat_buf, line)
   H.dump(":PiChat (the server asks; vim.ui.select is open)", chat_buf, 10)
   for _, item in ipairs(items) do
     if item.title == "Allow" then
@@ -39,8 +44,9 @@ H.wait(function()
   return H.contains(chat_buf, "It printed approved-run.")
 end, "the turn after the approved tool did not finish", chat_buf)
 -- The server names the session after the command: "pi wants to run bash: … (session: NAME)".
-H.check(asked and asked:find("wants to run bash: echo approved-run", 1, true), "the approval prompt: " .. tostring(asked))
+H.check(asked and asked:find("wants to run bash: " .. command, 1, true), "the approval prompt: " .. tostring(asked))
 H.check(noted, "the question was shown in the chat while it was asked", chat_buf)
+H.check(vim.startswith(shown or "", "⚠ pi wants to run bash: " .. command .. " (session: "), "the command as written: " .. tostring(shown), chat_buf)
 H.wait(function()
   return H.text(chat_buf):find("✓ bash: approved%-run") ~= nil
 end, "the tool result is in the transcript", chat_buf)

@@ -214,8 +214,8 @@ H.wait(function()
 end, "no answer for bash")
 H.check(answer.decision == "allow", "decision: " .. vim.inspect(answer))
 H.check(asked == "pi wants to run bash: cd build &&\n  make all (session: Fix slow order listing)", "the question: " .. tostring(asked))
-H.check(H.contains(chat.buf, "**⚠ pi wants to run bash: cd build &&")
-  and H.contains(chat.buf, "make all (session: Fix slow order listing)**  → Allow"), "the question and its answer are noted in the chat", chat.buf)
+H.check(H.contains(chat.buf, "**`⚠ pi wants to run bash: cd build &&`**")
+  and H.contains(chat.buf, "make all (session: Fix slow order listing)`**  → Allow"), "the question and its answer are noted in the chat", chat.buf)
 
 -- The question shows what could hide or reorder a command: long white space as
 -- its length, bidi overrides and line separators as escapes; the path and the

@@ -703,11 +703,19 @@ end
 
 -- -- approval -----------------------------------------------------------------------------------
 
+--- A question's note, each line as written: a command's `*` and brackets are no markup; its line
+--- breaks stay.
+local function question_note(message)
+  return table.concat(vim.tbl_map(function(line)
+    return render.literal(line, "**")
+  end, util.split_lines("⚠ " .. message)), "\n")
+end
+
 --- Show a question in the chat of `uri` while it is open; returns a function
 --- that adds the answer to it.
 function M.note_question(uri, message)
   local chat = chats[util.key(uri) or ""]
-  local item = chat and vim.api.nvim_buf_is_valid(chat.buf) and note(chat, "**⚠ " .. message .. "**")
+  local item = chat and vim.api.nvim_buf_is_valid(chat.buf) and note(chat, question_note(message))
   return function(answer)
     if item then
       item.text = item.text .. "  → " .. answer
@@ -737,7 +745,7 @@ function M.approve(params)
   local actions = params.actions or {}
   local uri = session.busy_uri()
   local chat = chats[util.key(uri) or ""]
-  local item = chat and vim.api.nvim_buf_is_valid(chat.buf) and note(chat, "**⚠ " .. (params.message or "") .. "**")
+  local item = chat and vim.api.nvim_buf_is_valid(chat.buf) and note(chat, question_note(params.message or ""))
   local picker = util.picker()
   local settled, choice = false, nil
   local co, is_main = coroutine.running()

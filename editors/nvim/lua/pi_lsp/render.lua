@@ -101,6 +101,9 @@ end
 --- Not at a line's start: three backticks there open a fenced block.
 function M.literal(text, mark)
   local flat = util.one_line(text)
+  if flat == "" then
+    return "" -- (two backticks alone are no code span)
+  end
   local longest = 0
   for run in flat:gmatch("`+") do
     longest = math.max(longest, #run)
