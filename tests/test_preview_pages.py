@@ -4,6 +4,7 @@ summaries, pi 1.6 context edits and system messages, a branch or two) in every l
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -210,6 +211,32 @@ def test_a_failed_reply_left_out_shows_its_error_whole(tmp_path: Path) -> None:
             assert [row.entry_id for row in pages.pages[0].messages] == ["aaaaaaaa"]
     sent = whole(outline_of(tree, "cccccccc", "request", AGENT)).request
     assert "x" * 100 not in json.dumps(sent)  # pi 1.6 sends no left-out reply
+
+
+def code_span_text(line: str) -> str:
+    """The text a line of one code span between `_`s shows (CommonMark): what its backticks
+    hold, one space off each end when both have one."""
+    inner = line.removeprefix("_").removesuffix("_")
+    ticks = "`" * (len(inner) - len(inner.lstrip("`")))
+    assert ticks and inner.endswith(ticks), f"no code span: {line}"
+    text = inner[len(ticks):-len(ticks)]
+    assert len(ticks) not in map(len, re.findall("`+", text)), f"closed early: {line}"
+    both = text.startswith(" ") and text.endswith(" ") and text.strip()
+    return text[1:-1] if both else text
+
+
+def test_a_failed_replys_error_reads_as_written_in_the_preview(tmp_path: Path) -> None:
+    """The preview (:PiContext, VS Code's) wrapped a failed reply's error in `_(error: …)_`
+    Markdown: its backticks, `*`, `_`, brackets and links were markup, shown changed."""
+    error = ("OpenAI 400: `model` must be one of *gpt-5* or _mini_ [docs](https://x.y/a_b) "
+             "\\_raw\\_ <https://x.y> (``a``) [error] &amp; `")
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None, "hello"),
+        {"type": "message", "id": "bbbbbbbb", "parentId": "aaaaaaaa", "timestamp": STAMP,
+         "message": failed_reply(error)}])
+    text = paged(outline_of(tree, "bbbbbbbb", "agent", AGENT), 50, None).markdown
+    (line,) = [line for line in text.split("\n") if "must be one of" in line]
+    assert code_span_text(line) == f"(error: {error})"
 
 
 def test_a_failed_reply_replaced_sends_no_failure(tmp_path: Path) -> None:

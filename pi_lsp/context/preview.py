@@ -140,7 +140,9 @@ def message_markdown(message: AgentMessage | None) -> str:
                     arguments = encoder.encode(block.arguments).decode()
                     parts.append(f"**→ {block.name}**\n" + _fenced(arguments, "json"))
             if message.stop_reason in ("error", "aborted"):
-                parts.append(f"_({message.stop_reason}: {message.error_message or ''})_")
+                # An error is no Markdown: its `*`, `_` and links read as the provider wrote them.
+                failed = f"({message.stop_reason}: {message.error_message or ''})"
+                parts.append(f"_{code_span(failed)}_")
             return "\n\n".join(parts)
         case ToolResultMessage():
             flag = " (error)" if js_truthy(message.is_error) else ""
