@@ -675,30 +675,32 @@ def test_a_tool_results_odd_name_is_drawn_as_javascript_writes_it(
 def test_a_tool_error_reads_as_written_not_as_markdown(workspace: Path, fake: FakeAnthropic,
                                                        tmp_path: Path) -> None:
     """A failed call's error, on its result's folded row, lost its backticks and `_` in the
-    fold's text, and its `*`, brackets and links too once opened (Markdown's conceal)."""
+    fold's text, and its `*`, brackets and links too once opened (Markdown's conceal); the
+    call's path on its row its `*`, brackets and backticks once opened."""
     fake.script()
     error = "`x` *y* _z_ [d](https://x.y) \\_ <https://x.y> [e] &amp; (`"
+    path = "*p* [q](r) `s` x_t_.py"
     usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
              "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
     reply = {"api": "anthropic-messages", "provider": "anthropic", "model": "m", "usage": usage}
     messages: list[tuple[str, dict[str, object]]] = [
         ("u1", {"role": "user", "content": [{"type": "text", "text": "Read x"}]}),
         ("a1", {"role": "assistant", "stopReason": "toolUse", **reply, "content": [
-            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "x"}}]}),
+            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": path}}]}),
         ("t1", {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "isError": True,
                 "content": [{"type": "text", "text": error}]}),
         ("a2", {"role": "assistant", "stopReason": "stop", **reply,
                 "content": [{"type": "text", "text": "All done"}]})]
-    path = workspace / ".pi" / "sessions" / "tool_errors.jsonl"
+    session = workspace / ".pi" / "sessions" / "tool_errors.jsonl"
     lines: list[dict[str, object]] = [{"type": "session", "version": 3, "id": "tool_errors",
                                        "cwd": "/crafted", "timestamp": "2026-12-01T00:00:00.000Z"}]
     for i, (entry_id, message) in enumerate(messages):
         lines.append({"type": "message", "id": entry_id, "parentId": lines[-1]["id"] if i else None,
                       "timestamp": "2026-12-01T00:00:01.000Z",
                       "message": {**message, "timestamp": 1796029960901 + i}})
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    session.write_text("".join(json.dumps(line) + "\n" for line in lines))
     run_script("tool_error_literal_spec.lua", workspace, fake, tmp_path,
-               PI_LSP_TOOL_ERRORS=str(path), PI_LSP_ERROR=error)
+               PI_LSP_TOOL_ERRORS=str(session), PI_LSP_ERROR=error, PI_LSP_PATH=path)
 
 
 def test_session_text_as_written_is_drawn(workspace: Path, fake: FakeAnthropic,

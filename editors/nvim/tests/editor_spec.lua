@@ -57,7 +57,7 @@ H.check(not H.contains(chat.buf, "<file path="), "no markup in the chat", chat.b
 local title = H.line_of(chat.buf, "▸ 📎 notes.py:1 (1 line)")
 H.check(table.concat(vim.api.nvim_buf_get_lines(chat.buf, title, title + 3, false), "\n") == "```python\nA = 2  # unsaved\n```",
   "the code block under its title", chat.buf)
-local call = H.line_of(chat.buf, "▸ **→ edit**(notes.py)")
+local call = H.line_of(chat.buf, "▸ **`→ edit(notes.py)`**")
 vim.api.nvim_win_call(vim.fn.bufwinid(chat.buf), function()
   H.check(vim.fn.foldclosed(title) == title and vim.fn.foldclosed(call) == call, "attachments and tool calls are folded", chat.buf)
   H.check(vim.fn.foldtextresult(title) == "▸ 📎 notes.py:1 (1 line)  … 3 more lines", "fold text: " .. vim.fn.foldtextresult(title))

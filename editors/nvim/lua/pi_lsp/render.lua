@@ -160,7 +160,9 @@ function Builder:assistant_block(block)
     end)
   elseif block.type == "toolCall" then
     self:blank()
-    self:folded(("▸ **→ %s**(%s)"):format(util.one_line(block.name or "?"), call_target(block.arguments)), function()
+    -- A call's name and path or command are no Markdown: `rm *.log x*` keeps its `*`s.
+    local call = ("→ %s(%s)"):format(block.name or "?", call_target(block.arguments))
+    self:folded("▸ " .. M.literal(call, "**"), function()
       self:fenced(encode(block.arguments), "json")
     end)
   end
