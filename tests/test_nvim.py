@@ -676,7 +676,8 @@ def test_a_tool_error_reads_as_written_not_as_markdown(workspace: Path, fake: Fa
                                                        tmp_path: Path) -> None:
     """A failed call's error, on its result's folded row, lost its backticks and `_` in the
     fold's text, and its `*`, brackets and links too once opened (Markdown's conceal); the
-    call's path on its row its `*`, brackets and backticks once opened."""
+    call's path on its row its `*`, brackets and backticks once opened; an entry id holding a
+    backtick ended its code span early, its rest read as Markdown."""
     fake.script()
     error = "`x` *y* _z_ [d](https://x.y) \\_ <https://x.y> [e] &amp; (`"
     path = "*p* [q](r) `s` x_t_.py"
@@ -687,7 +688,7 @@ def test_a_tool_error_reads_as_written_not_as_markdown(workspace: Path, fake: Fa
         ("u1", {"role": "user", "content": [{"type": "text", "text": "Read x"}]}),
         ("a1", {"role": "assistant", "stopReason": "toolUse", **reply, "content": [
             {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": path}}]}),
-        ("t1", {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "isError": True,
+        ("t`1", {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "isError": True,
                 "content": [{"type": "text", "text": error}]}),
         ("a2", {"role": "assistant", "stopReason": "stop", **reply,
                 "content": [{"type": "text", "text": "All done"}]})]

@@ -8,7 +8,7 @@ vim.cmd("PiChat " .. vim.fn.fnameescape(os.getenv("PI_LSP_TOOL_ERRORS")))
 local chat_buf = H.wait_buf("pi://chat/tool_errors", "All done", "the chat of a failed read did not render")
 local error = os.getenv("PI_LSP_ERROR")
 -- (A last backtick is a space apart from the code span's: the space shows, after it.)
-local expected = "▸ ✗ read: " .. error .. (error:find("`$") and " " or "") .. "  t1"
+local expected = "▸ ✗ read: " .. error .. (error:find("`$") and " " or "") .. "  t`1" -- (its entry id: t`1)
 local lnum = H.line_of(chat_buf, "✗ read: ")
 local folded = vim.api.nvim_win_call(vim.fn.bufwinid(chat_buf), function()
   return vim.fn.foldtextresult(lnum)

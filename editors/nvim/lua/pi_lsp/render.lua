@@ -117,7 +117,7 @@ end
 
 --- The suffix of a message's heading: its entry id (one line, as every name a session wrote).
 local function where(entry_id, edited)
-  return (edited and " · ✎ edited in context" or "") .. (entry_id and ("  `" .. util.one_line(entry_id) .. "`") or "")
+  return (edited and " · ✎ edited in context" or "") .. (entry_id and ("  " .. M.literal(entry_id, "")) or "")
 end
 
 local function call_target(arguments)
