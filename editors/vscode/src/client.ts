@@ -202,12 +202,17 @@ export class PiClient implements vscode.Disposable {
     return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [args] })) as ResultOf<K>;
   }
 
-  /** Sends the server settings again (after a setting or the API key changed). */
+  /** Sends the server settings again (after a setting or the API key changed); a server that
+   *  went away meanwhile is given them when it starts again. */
   async sendSettings(): Promise<void> {
     const client = this.client;
     if (!client?.isRunning()) return;
     const settings = serverSettings(getter(), await this.options.apiKey(), trustDecision());
-    await client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: settings } });
+    try {
+      await client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: settings } });
+    } catch (error) {
+      if (client.isRunning()) throw error;
+    }
   }
 
   dispose(): void {

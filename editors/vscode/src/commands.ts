@@ -103,7 +103,9 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
   /** A background job's notification until pi/jobDone; cancelling it aborts the job. */
   async function runJob(uri: string, title: string, jobId: string): Promise<JobDone> {
     return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: true }, (_progress, token) => {
-      token.onCancellationRequested(() => void pi.call("pi.abort", { uri }));
+      token.onCancellationRequested(() => void pi.call("pi.abort", { uri }).catch((error: unknown) => {
+        void vscode.window.showErrorMessage(plain(`pi: ${title} was not stopped: ${error instanceof Error ? error.message : String(error)}`));
+      }));
       return jobs.wait(jobId);
     });
   }

@@ -71,6 +71,27 @@ test("server errors reach the caller with the server's message", async () => {
   await assert.rejects(pi.call("pi.getTree", {}), /uri/);
 });
 
+test("settings sent as the server goes away fail nobody: it is given them when it starts again", async () => {
+  // The write to a server killed meanwhile rejects (ERR_STREAM_DESTROYED); callers `void` it
+  // (a setting or the key changed), so it was an unhandled rejection.
+  const client = pi.languageClient;
+  const { sendNotification, isRunning } = client;
+  let running = true, stops = true;
+  client.isRunning = () => running;
+  client.sendNotification = async () => {
+    running = !stops;
+    throw Object.assign(new Error("Cannot call write after a stream was destroyed"), { code: "ERR_STREAM_DESTROYED" });
+  };
+  try {
+    await pi.sendSettings();
+    running = true; // one still running that cannot be sent them is an error
+    stops = false;
+    await assert.rejects(pi.sendSettings(), /stream was destroyed/);
+  } finally {
+    Object.assign(client, { sendNotification, isRunning });
+  }
+});
+
 test("changing the launch settings restarts the server", async () => {
   let started = 0;
   const sub = pi.onStarted(() => started++);
