@@ -349,6 +349,23 @@ def test_a_new_session_never_writes_into_a_file_created_meanwhile(tmp_path: Path
     assert [r.env.type for r in tree.records] == ["model_change", "thinking_level_change"]
 
 
+def test_a_new_session_stays_in_memory_when_its_path_gets_no_session(tmp_path: Path) -> None:
+    """A file at a new session's path that is not a session (or not yet whole) is no session
+    to follow: reading it failed after the session had let go of its unwritten lines, so its
+    first prompt appended a header and the prompt to that file, under a parent never written."""
+    path = tmp_path / "new.jsonl"
+    tree = start_session(tmp_path, "anthropic", "m", "off", path)
+    path.write_bytes(b"notes, not a session\n")
+    with pytest.raises(journal.NotASessionError):
+        tree.refresh()
+    assert tree.deferred and not tree.on_disk
+    with pytest.raises(WriteFailedError) as caught:
+        tree.append_message(UserMessage(content="mine", timestamp=2))
+    assert caught.value.errno == errno.EEXIST
+    assert path.read_bytes() == b"notes, not a session\n"
+    assert [r.env.type for r in tree.records] == ["model_change", "thinking_level_change"]
+
+
 def test_a_failed_first_write_leaves_the_new_session_as_it_was(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "new.jsonl"

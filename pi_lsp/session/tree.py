@@ -425,9 +425,11 @@ class SessionTree(EntryAppends):
             if not os.path.exists(self.path) or (self.deferred and not self._holds_only_setup()):
                 return Refresh(0, False)
             # Another program (`pi --session` given this path) began the session here first:
-            # the file is the session now, its model and level standing for the ones held.
+            # the file is the session now, its model and level standing for the ones held;
+            # only once read: a file that is no session leaves this one as it was.
+            snapshot = read_file(self.path)
             self._unwritten, self.deferred = [], False
-            self._load(read_file(self.path))
+            self._load(snapshot)
             return Refresh(len(self.records), True)
         result = self._tail.poll()
         # A deleted file is moved away from only by a running turn, which must not lose its
