@@ -215,6 +215,14 @@ export class PiClient implements vscode.Disposable {
     }
   }
 
+  /** Sends the settings again for a change (a setting, the API key): nobody waits on it, so a
+   *  running server that could not be sent them is said here, not left an unhandled rejection. */
+  settingsChanged(): void {
+    void this.sendSettings().catch((error: unknown) => {
+      void vscode.window.showErrorMessage(plain(`pi-lsp: the changed settings did not reach the server: ${error instanceof Error ? error.message : String(error)}`));
+    });
+  }
+
   dispose(): void {
     void this.close();
     for (const d of this.disposables) d.dispose();
@@ -328,7 +336,7 @@ export class PiClient implements vscode.Disposable {
         void vscode.window.showErrorMessage(plain(`pi-lsp: the server did not restart: ${String(error)}`));
       });
     } else if (SERVER_KEYS.some((k) => e.affectsConfiguration(`${SECTION}.${k}`))) {
-      void this.sendSettings();
+      this.settingsChanged();
     }
   }
 }

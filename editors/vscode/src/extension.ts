@@ -60,7 +60,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
     ...registerContextCommands(sessions, panels),
     ...registerContextEdits(pi, contextProvider),
     context.secrets.onDidChange((e) => {
-      if (e.key === API_KEY_SECRET) void pi.sendSettings();
+      if (e.key === API_KEY_SECRET) pi.settingsChanged();
     }),
     vscode.workspace.onDidGrantWorkspaceTrust(() => void offerToSave(pi).catch((error: unknown) => {
       void vscode.window.showErrorMessage(plain(`pi: ${error instanceof Error ? error.message : String(error)}`));

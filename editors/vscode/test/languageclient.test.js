@@ -92,6 +92,31 @@ test("settings sent as the server goes away fail nobody: it is given them when i
   }
 });
 
+test("changed settings that a running server could not be sent are said, not an unhandled rejection", async () => {
+  // sendSettings still fails while the server runs (the write can fail before the library
+  // sees the server go), and a changed setting `void`ed it: an unhandled rejection.
+  const client = pi.languageClient;
+  const { sendNotification } = client;
+  const unhandled = [];
+  const onUnhandled = (reason) => unhandled.push(reason);
+  process.on("unhandledRejection", onUnhandled);
+  client.sendNotification = async () => {
+    throw Object.assign(new Error("Cannot call write after a stream was destroyed"), { code: "ERR_STREAM_DESTROYED" });
+  };
+  const before = rec.messages.length;
+  try {
+    setConfig("piLsp.toolApproval", "deny");
+    await eventually(() => rec.messages.slice(before).some((m) => m.kind === "error" &&
+      /changed settings did not reach the server: Cannot call write/.test(m.message)));
+    await new Promise((resolve) => setImmediate(resolve)); // an unhandled rejection is told by now
+    assert.deepEqual(unhandled, []);
+  } finally {
+    process.off("unhandledRejection", onUnhandled);
+    client.sendNotification = sendNotification;
+    setConfig("piLsp.toolApproval", "ask");
+  }
+});
+
 test("changing the launch settings restarts the server", async () => {
   let started = 0;
   const sub = pi.onStarted(() => started++);
