@@ -52,7 +52,7 @@ H.wait(function()
 end, "the tool result is in the transcript", chat_buf)
 
 H.wait(function()
-  return H.text(chat_buf):find("## pi · claude%-opus%-4%-5  `%x+`\n\nIt printed approved%-run%.") ~= nil
+  return H.text(chat_buf):find("## pi · `claude%-opus%-4%-5`  `%x+`\n\nIt printed approved%-run%.") ~= nil
 end, "the transcript was not re-read after the turn", chat_buf)
 H.dump(":PiChat (toolApproval = ask)", chat_buf, 18)
 

@@ -52,7 +52,7 @@ local labels = vim.tbl_map(function(item)
   return item.label
 end, chat.context)
 H.check(vim.deep_equal(labels, { "later.py:1" }), "the code attached meanwhile stays, the sent goes: " .. vim.inspect(labels), chat_buf)
-H.check(H.contains(chat_buf, "📎 later.py:1 goes with the next message"), "and is shown so", chat_buf)
+H.check(H.contains(chat_buf, "📎 `later.py:1` goes with the next message"), "and is shown so", chat_buf)
 vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
 vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "With the second" })
 H.keys("<CR>") -- tests/test_nvim.py reads what each request carried

@@ -48,7 +48,7 @@ H.check(not vim.tbl_contains(H.messages, UNDELIVERED), "a delivered steer was ca
 local function attach_line()
   vim.cmd("wincmd t | edit notes.py | 1PiSend")
   H.wait(function()
-    return #chat.context == 1 and H.contains(chat_buf, "📎 notes.py:1 goes with the next message")
+    return #chat.context == 1 and H.contains(chat_buf, "📎 `notes.py:1` goes with the next message")
   end, "the line was attached", chat_buf)
   vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
 end
@@ -60,7 +60,7 @@ H.wait(function()
   return H.said("your prompt did not reach pi; it is back in the input")
 end, "the failed prompt was given back", chat_buf)
 H.check(H.text(input_buf) == "Explain this line", "the prompt is back in the input", input_buf)
-H.check(#chat.context == 1 and H.contains(chat_buf, "📎 notes.py:1 goes with the next message"),
+H.check(#chat.context == 1 and H.contains(chat_buf, "📎 `notes.py:1` goes with the next message"),
   "its code is attached again: " .. vim.inspect(chat.context), chat_buf)
 H.exec("pi.setModel", { uri = uri, provider = "anthropic", modelId = "claude-sonnet-4-5" })
 H.keys("<CR>") -- sent again, with its code (tests/test_nvim.py reads the request)
@@ -87,7 +87,7 @@ H.wait(function()
 end, "the undelivered steer was given back", chat_buf)
 H.release("aborted")
 H.check(H.text(input_buf) == "Faster, with this", "the steer is back in the input", input_buf)
-H.check(#chat.context == 1 and H.contains(chat_buf, "📎 notes.py:1 goes with the next message"),
+H.check(#chat.context == 1 and H.contains(chat_buf, "📎 `notes.py:1` goes with the next message"),
   "its code is attached again: " .. vim.inspect(chat.context), chat_buf)
 H.keys("<CR>")
 H.wait(function()

@@ -33,7 +33,7 @@ H.wait(function()
   return chat and chat.context and #chat.context == 1
 end, "the lines were not attached to the chat")
 H.check(chat.context[1].label == "notes.py:1", "the attachment's label: " .. tostring(chat.context[1].label))
-H.check(H.contains(chat.buf, "📎 notes.py:1 goes with the next message"), "the attachment is noted in the chat", chat.buf)
+H.check(H.contains(chat.buf, "📎 `notes.py:1` goes with the next message"), "the attachment is noted in the chat", chat.buf)
 
 vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, { "Raise A" })
 require("pi_lsp.chat").send(chat, "prompt")

@@ -44,6 +44,6 @@ H.wait(function()
 end, "the undelivered follow-up was not given back", chat_buf)
 H.release("aborted")
 H.check(H.text(input_buf) == "same", "the follow-up is back in the input", input_buf)
-H.check(#chat.context == 1 and H.contains(chat_buf, "📎 notes.py:1 goes with the next message"),
+H.check(#chat.context == 1 and H.contains(chat_buf, "📎 `notes.py:1` goes with the next message"),
   "the follow-up's code (line 1) is attached again: " .. vim.inspect(chat.context), chat_buf)
 H.finish()

@@ -25,8 +25,8 @@ end
 local file = os.getenv("PI_LSP_BIDI")
 vim.cmd("PiChat " .. vim.fn.fnameescape(file))
 local chat = H.wait_buf("pi://chat/bidi", "All done", "the chat did not render")
-H.check(vim.tbl_contains(H.lines(chat), "## pi · m x  `a 1`"), "the model and id on one line, spaces for both", chat)
-H.check(vim.tbl_contains(H.lines(chat), "## no te  `c 1`"), "the custom type and id, spaces for both", chat)
+H.check(vim.tbl_contains(H.lines(chat), "## pi · `m x`  `a 1`"), "the model and id on one line, spaces for both", chat)
+H.check(vim.tbl_contains(H.lines(chat), "## `no te`  `c 1`"), "the custom type and id, spaces for both", chat)
 check_lines(chat, "the chat")
 
 vim.cmd("only")

@@ -13,7 +13,7 @@ H.check(H.contains(chat_buf, "**`→ read(x y.py)`**"), "the path's NUL is a spa
 H.check(H.contains(chat_buf, "▸ `✓ bash: a b`  `t1`"), "the result's NUL is a space", chat_buf)
 H.check(not vim.bo[chat_buf].modifiable, "the chat is read-only", chat_buf)
 -- Names and ids a session wrote with line breaks stay on their line.
-for _, line in ipairs({ "## pi · evil model  `a 3`", "▸ **`→ to ol()`**", "_`(error: bad thing)`_", "▸ `✓ to ol: ok`  `t3`", "## no te  `c 1`" }) do
+for _, line in ipairs({ "## pi · `evil model`  `a 3`", "▸ **`→ to ol()`**", "_`(error: bad thing)`_", "▸ `✓ to ol: ok`  `t3`", "## `no te`  `c 1`" }) do
   H.check(vim.tbl_contains(H.lines(chat_buf), line), "a line of its own: " .. line, chat_buf)
 end
 

@@ -78,7 +78,7 @@ local function live_builder(chat)
   end
   for _, item in ipairs(chat.context) do
     b:blank()
-    b:add(("_📎 %s goes with the next message_"):format(item.label))
+    b:add("_📎 " .. render.literal(item.label, "") .. " goes with the next message_")
   end
   if chat.retry then
     b:blank()

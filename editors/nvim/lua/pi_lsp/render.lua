@@ -239,7 +239,7 @@ function Builder:message(message, entry_id, edited)
     self:user_content(message.content)
   elseif role == "assistant" then
     self:blank()
-    local model = message.model and (" · " .. util.one_line(message.model)) or ""
+    local model = message.model and (" · " .. M.literal(message.model, "")) or ""
     self:add("## pi" .. model .. where(entry_id, edited))
     for _, block in ipairs(message.content or {}) do
       self:assistant_block(block)
@@ -271,7 +271,7 @@ function Builder:message(message, entry_id, edited)
     end)
   elseif role == "custom" then
     self:blank()
-    self:add("## " .. util.one_line(message.customType or "custom") .. where(entry_id, edited))
+    self:add("## " .. M.literal(message.customType or "custom", "") .. where(entry_id, edited))
     self:add("")
     self:add(content_text(message.content, "[image]"))
   end
@@ -292,7 +292,7 @@ function Builder:removed(mark)
   if mark.failure then
     self:add(M.literal(one_line(mark.failure, FAILURE_CHARS), "_"))
   else
-    self:add("_" .. one_line(mark.original or "") .. "_")
+    self:add(M.literal(one_line(mark.original or ""), "_"))
   end
 end
 
