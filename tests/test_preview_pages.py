@@ -239,6 +239,21 @@ def test_a_failed_replys_error_reads_as_written_in_the_preview(tmp_path: Path) -
     assert code_span_text(line) == f"(error: {error})"
 
 
+def test_a_removed_messages_preview_reads_as_written_in_the_preview(tmp_path: Path) -> None:
+    """The preview's "_Removed by the context edit …: <preview>_" put the removed message's
+    preview in Markdown: its `*`, `_`, backticks and links were markup, shown changed."""
+    said = "grep: `*.py` m*o*d[e](l) _a_ \\_b\\_"
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None, said),
+        {"type": "context_edit", "id": "cccccccc", "parentId": "aaaaaaaa",
+         "timestamp": STAMP, "targetId": "aaaaaaaa", "replacement": None}])
+    text = paged(outline_of(tree, "cccccccc", "agent", AGENT), 50, None).markdown
+    (line,) = [line for line in text.split("\n") if line.startswith("_Removed by")]
+    head = "_Removed by the context edit `cccccccc`: "
+    assert line.startswith(head)
+    assert code_span_text("_" + line.removeprefix(head)) == said
+
+
 def test_a_failed_reply_replaced_sends_no_failure(tmp_path: Path) -> None:
     """A replaced reply is shown as its replacement: its error, up to FAILURE_CHARS a mark, is
     sent to nobody who shows it."""

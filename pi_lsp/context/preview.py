@@ -247,7 +247,9 @@ def render_markdown(leaf_id: str | None, layer: str, pages: list[tuple[int, list
             heading(f"## ~~{mark.role}~~ · removed from the context · "
                     f"{mark.tokens_before:,} → 0 tokens · {code_span(mark.target_id)}",
                     mark.target_id, mark.role, "removed")
-            add("", f"_Removed by the context edit {code_span(mark.edit_id)}: {mark.original}_")
+            # The preview is the message as written (a path, an output): no Markdown.
+            original = code_span(mark.original) if mark.original else ""
+            add("", f"_Removed by the context edit {code_span(mark.edit_id)}: {original}_")
 
     shown = 0
     for first, page in pages:
