@@ -672,12 +672,13 @@ def test_a_tool_results_odd_name_is_drawn_as_javascript_writes_it(
                PI_LSP_NAMES=json.dumps(shown))
 
 
-@pytest.mark.parametrize("place", ["removed", "model", "custom"])
+@pytest.mark.parametrize("place", ["removed", "model", "custom", "plan"])
 def test_a_chat_text_reads_as_written_not_as_markdown(place: str, workspace: Path,
                                                        fake: FakeAnthropic,
                                                        tmp_path: Path) -> None:
     """A removed message's preview, a reply's model name and a custom message's type in the
-    chat read as written: Markdown's conceal took their `*`, `_`, backticks and links."""
+    chat, and the compaction plan's entry id and paths, read as written: Markdown's conceal
+    took their `*`, `_`, backticks and links."""
     run_script("literal_places_spec.lua", workspace, fake, tmp_path, PI_LSP_PLACE=place)
 
 

@@ -143,7 +143,7 @@ vim.api.nvim_win_set_cursor(0, { H.entry(buf, "c66a750f"), 0 })
 H.keys("d")
 local diff = H.wait_buf("pi://diff/", "Only at the leaf", "the diff did not open")
 H.check(H.contains(diff, "# Context at `c66a750f` against the leaf `"), "diff header", diff)
-H.check(H.contains(diff, "`e1afef94` user: OK, that makes sense."), "entries only at the leaf are listed", diff)
+H.check(H.contains(diff, "`e1afef94` user: `OK, that makes sense. How should we fix the data layer?`"), "entries only at the leaf are listed", diff)
 
 -- :PiContext with an entry argument, from a non-pi buffer (session last used).
 vim.cmd("enew")
@@ -327,8 +327,8 @@ local plan = require("pi_lsp.context").plan_lines({ tokensBefore = 1200, message
   firstKeptEntryId = "nl\nid", readFiles = { "a\nb.py" }, modifiedFiles = { "c\r.py" } })
 local plan_buf = vim.api.nvim_create_buf(false, true)
 vim.api.nvim_buf_set_lines(plan_buf, 0, -1, false, plan) -- raises on a line holding a newline
-H.check(H.contains(plan_buf, "first kept entry: `nl id`") and H.contains(plan_buf, "read files: a b.py")
-  and H.contains(plan_buf, "modified files: c .py"), "the plan's ids and paths are one line each", plan_buf)
+H.check(H.contains(plan_buf, "first kept entry: `nl id`") and H.contains(plan_buf, "read files: `a b.py`")
+  and H.contains(plan_buf, "modified files: `c .py`"), "the plan's ids and paths are one line each", plan_buf)
 
 -- Rows fetched under a folded row are drawn only while they are still what the server has
 -- there: after a change, the tree is the one fetched afresh.

@@ -221,12 +221,18 @@ function M.command(arg)
   end)
 end
 
+--- An id, a path or a preview as written (render.literal): no Markdown.
+local function literal(text)
+  return render.literal(text, "")
+end
+
 local function entry_line(id, by_id)
   local node = by_id and by_id[id]
   if not node then
-    return "- `" .. id .. "`"
+    return "- " .. literal(id)
   end
-  return ("- `%s` %s: %s"):format(id, node.role or node.type, node.preview or "")
+  local preview = literal(node.preview or "")
+  return ("- %s %s: %s"):format(literal(id), util.one_line(node.role or node.type), preview)
 end
 
 --- What is in the context at `from` and not at `to`, and the other way round.
@@ -236,22 +242,22 @@ function M.diff(uri, from, to, by_id)
   end
   client.run("pi.diffContext", { uri = uri, fromLeafId = from, toLeafId = to }, function(result)
     local lines = {
-      ("# Context at `%s` against the leaf `%s`"):format(from, to),
+      ("# Context at %s against the leaf %s"):format(literal(from), literal(to)),
       "",
-      ("%s tokens at `%s` · %s tokens at the leaf (%+d)"):format(
+      ("%s tokens at %s · %s tokens at the leaf (%+d)"):format(
         util.thousands(result.fromTokens),
-        from,
+        literal(from),
         util.thousands(result.toTokens),
         (result.toTokens or 0) - (result.fromTokens or 0)
       ),
       "",
-      ("## Only at `%s` (%d)"):format(from, #(result.onlyFrom or {})),
+      ("## Only at %s (%d)"):format(literal(from), #(result.onlyFrom or {})),
       "",
     }
     for _, id in ipairs(result.onlyFrom or {}) do
       lines[#lines + 1] = entry_line(id, by_id)
     end
-    vim.list_extend(lines, { "", ("## Only at the leaf `%s` (%d)"):format(to, #(result.onlyTo or {})), "" })
+    vim.list_extend(lines, { "", ("## Only at the leaf %s (%d)"):format(literal(to), #(result.onlyTo or {})), "" })
     for _, id in ipairs(result.onlyTo or {}) do
       lines[#lines + 1] = entry_line(id, by_id)
     end
@@ -271,13 +277,13 @@ function M.plan_lines(plan)
       plan.messagesToSummarize or 0,
       (plan.turnPrefixMessages or 0) > 0 and (" (+%d of a split turn)"):format(plan.turnPrefixMessages) or ""
     ),
-    ("- first kept entry: `%s`"):format(plan.firstKeptEntryId or "?"),
+    "- first kept entry: " .. literal(plan.firstKeptEntryId or "?"),
   }
   if plan.readFiles and #plan.readFiles > 0 then
-    lines[#lines + 1] = "- read files: " .. table.concat(plan.readFiles, ", ")
+    lines[#lines + 1] = "- read files: " .. table.concat(vim.tbl_map(literal, plan.readFiles), ", ")
   end
   if plan.modifiedFiles and #plan.modifiedFiles > 0 then
-    lines[#lines + 1] = "- modified files: " .. table.concat(plan.modifiedFiles, ", ")
+    lines[#lines + 1] = "- modified files: " .. table.concat(vim.tbl_map(literal, plan.modifiedFiles), ", ")
   end
   -- The kept entry's id and the paths are session text, which may hold line breaks.
   lines = vim.tbl_map(util.one_line, lines)
