@@ -94,4 +94,15 @@ H.wait(function()
   return H.contains(chat_buf, "Again") and not chat.busy
 end, "the given-back steer was sent as a prompt", chat_buf)
 
+
+-- A file's name is no Markdown: its note reads as written (Markdown's conceal applied).
+local odd = "[x](y)*a*_b_.py"
+vim.fn.writefile({ "x = 1" }, odd)
+vim.cmd("wincmd t | edit " .. vim.fn.fnameescape(odd) .. " | 1PiSend")
+local note = "📎 " .. odd .. ":1 goes with the next message"
+H.wait(function()
+  local row = H.line_of(chat_buf, "goes with the next message")
+  return row and H.shown(chat_buf, row):find(note, 1, true) ~= nil
+end, "the attachment's name reads as written: " .. note, chat_buf)
+
 H.finish()
