@@ -254,6 +254,16 @@ def test_a_removed_messages_preview_reads_as_written_in_the_preview(tmp_path: Pa
     assert code_span_text("_" + line.removeprefix(head)) == said
 
 
+def test_the_model_reads_as_written_in_the_preview() -> None:
+    """The preview's "**Model** <model>" put a model name (a custom provider's, a hand-edited
+    session's) in Markdown: its `*`, `_`, brackets and links were markup, shown changed."""
+    model = "p/m*o*d[e](l)_x_"
+    text = render_markdown("aaaaaaaa", "agent", [], 0, 0, 1000, "off", model).text
+    (line,) = [line for line in text.split("\n") if line.startswith("**Model** ")]
+    span = line.removeprefix("**Model** ").split(" · ")[0]
+    assert code_span_text("_" + span + "_") == model
+
+
 def test_a_failed_reply_replaced_sends_no_failure(tmp_path: Path) -> None:
     """A replaced reply is shown as its replacement: its error, up to FAILURE_CHARS a mark, is
     sent to nobody who shows it."""

@@ -233,8 +233,8 @@ def render_markdown(leaf_id: str | None, layer: str, pages: list[tuple[int, list
 
     add(f"# Context at {code_span(leaf_id or '(empty)')} — {total:,} of {window:,} tokens",
         "",
-        f"**Model** {model or '(none)'} · **Thinking** {thinking_level} · **Layer** {layer} · "
-        f"{count} messages")
+        f"**Model** {code_span(model) if model else '(none)'} · **Thinking** {thinking_level} · "
+        f"**Layer** {layer} · {count} messages")
     summary = edits_line(edits or [])
     if summary is not None:
         add("", f"_{summary[0].upper()}{summary[1:]}_")

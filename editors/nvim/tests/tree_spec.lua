@@ -151,7 +151,7 @@ vim.cmd("PiContext 4e303b25")
 H.wait(function()
   return H.contains(preview, "# Context at `4e303b25`")
 end, ":PiContext 4e303b25 did not render", preview)
-H.check(H.contains(preview, "**Model** anthropic/claude-opus-4-5"), "model line", preview)
+H.check(H.contains(preview, "**Model** `anthropic/claude-opus-4-5`"), "model line", preview)
 H.dump(":PiContext 4e303b25", preview)
 
 -- The statusline shows the session of the buffer (or the last used).
