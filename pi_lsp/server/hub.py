@@ -304,10 +304,9 @@ class SessionHub(Workspace):
         """The watcher saw `path` change: take in what another writer appended."""
         key = real_path(path)
         session = self.open.get(key)
-        if session is not None and session.tree.deferred and not path.is_file():
-            return  # no file yet: held here only
         if not path.is_file():
-            self.forget(path)
+            if session is None or not session.tree.deferred:  # a deferred one is held here only
+                self.forget(path)
             return
         if session is None or key in self._reading or key in self._building:
             return  # a reader or builder in flight looks again after
